@@ -1,0 +1,57 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Layers, bottom to top (see DESIGN.md): C bridges → CoreAudioTypes → AudioHAL → AudioToolbox → AVFAudio → AVFoundation.
+/// An arrow only points down; C types never leave the bridge and the one internal module that wraps it.
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "OpenAVFAudio",
+    products: [
+        .library(name: "CoreAudioTypes", targets: ["CoreAudioTypes"]),
+        .library(name: "AudioToolbox", targets: ["AudioToolbox"]),
+        .library(name: "AVFAudio", targets: ["AVFAudio"]),
+        .library(name: "AVFoundation", targets: ["AVFoundation"]),
+        .executable(name: "openavf-bench", targets: ["openavf-bench"]),
+        .executable(name: "openavf-demo", targets: ["openavf-demo"]),
+    ],
+    targets: [
+        // C bridges: module map + shim header, no logic.
+        .systemLibrary(
+            name: "CPulseAudio",
+            pkgConfig: "libpulse",
+            providers: [.apt(["libpulse-dev"])]
+        ),
+        .target(name: "CAllocCounter"),
+        // Apple's C structs (the queue callbacks are @convention(c) and point to them).
+        .target(name: "CCoreAudioTypes"),
+        .target(name: "CAudioQueueTypes", dependencies: ["CCoreAudioTypes"]),
+
+        // Plain values, no dependencies.
+        .target(name: "CoreAudioTypes", dependencies: ["CCoreAudioTypes"], swiftSettings: strict),
+        // Device layer: backends, streams, clock, lock-free rings.
+        .target(name: "AudioHAL", dependencies: ["CoreAudioTypes", "CPulseAudio"], swiftSettings: strict),
+        // Apple's C-style API with Swift signatures.
+        .target(name: "AudioToolbox", dependencies: ["CoreAudioTypes", "CAudioQueueTypes", "AudioHAL"], swiftSettings: strict),
+        .target(name: "AVFAudio", dependencies: ["AudioToolbox"], swiftSettings: strict),
+        .target(name: "AVFoundation", dependencies: ["AVFAudio"], swiftSettings: strict),
+
+        // Private PulseAudio server and signal analysis, shared by tests, benchmark and demo.
+        .target(name: "AudioTestSupport", dependencies: ["AudioToolbox"], swiftSettings: strict),
+
+        .executableTarget(name: "openavf-bench", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
+        .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
+
+        .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),
+        .testTarget(name: "AudioHALTests", dependencies: ["AudioHAL", "CAllocCounter", "AudioTestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "AudioToolboxTests",
+            dependencies: ["AudioToolbox", "AudioHAL", "AudioTestSupport", "CAllocCounter"],
+            swiftSettings: strict
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

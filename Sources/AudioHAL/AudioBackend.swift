@@ -1,0 +1,128 @@
+/// The sample layout every HAL stream carries: interleaved native-endian 32-bit float.
+///
+/// The server (or the virtual backend's mixer) converts and resamples to the device's own format,
+/// so the layers above never see it.
+package struct HALStreamFormat: Sendable, Equatable {
+    package var sampleRate: Double
+    package var channels: Int
+    package init(sampleRate: Double, channels: Int) {
+        self.sampleRate = sampleRate
+        self.channels = channels
+    }
+}
+
+/// What a stream asks of the server.
+package struct HALStreamRequest: Sendable {
+    package var format: HALStreamFormat
+    /// The buffer duration asked for, in seconds, clamped to 2 ms … 1 s.
+    package var bufferDuration: Double
+    /// The stream's name as the server shows it.
+    package var name: String
+    /// Stream properties such as `media.role`.
+    package var properties: [String: String]
+    /// Start without consuming data until ``HALStream/setCorked(_:)`` says otherwise.
+    package var startCorked: Bool
+    /// The device's server name, or `nil` for the default device.
+    package var device: String?
+
+    package init(format: HALStreamFormat, bufferDuration: Double, name: String, properties: [String: String] = [:], startCorked: Bool = true, device: String? = nil) {
+        self.device = device
+        self.format = format
+        self.bufferDuration = min(max(bufferDuration, 0.002), 1.0)
+        self.name = name
+        self.properties = properties
+        self.startCorked = startCorked
+    }
+}
+
+/// The time of the first frame of a render or capture call.
+package struct HALRenderTime: Sendable {
+    /// The frame's index on the stream's timeline (frames written or read since the stream opened).
+    package var sampleTime: Int64
+    /// When that frame is heard (output) or was captured (input), in host time (ns, CLOCK_MONOTONIC).
+    package var hostTime: UInt64
+    package init(sampleTime: Int64, hostTime: UInt64) {
+        self.sampleTime = sampleTime
+        self.hostTime = hostTime
+    }
+}
+
+/// Produces a playback stream's samples.
+///
+/// Called on the server thread. The implementation must fill all `frames` frames (silence where it
+/// has nothing) and must not allocate, lock a contended lock, log, or call user code.
+package protocol HALRenderSource: AnyObject, Sendable {
+    func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime)
+    /// The stream drained after ``HALStream/drain()``: every frame written has been played.
+    /// Server thread; same rules as `render`.
+    func streamDidDrain()
+}
+
+/// Consumes a capture stream's samples. Called on the server thread, with `render`'s rules.
+package protocol HALCaptureSink: AnyObject, Sendable {
+    func capture(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime)
+}
+
+/// A device as the layers above see it.
+package struct HALDeviceInfo: Sendable, Equatable {
+    /// The server's name for it (`speaker`, `alsa_output.pci-…`).
+    package var name: String
+    package var description: String
+    package var sampleRate: Double
+    package var channels: Int
+    package init(name: String, description: String, sampleRate: Double, channels: Int) {
+        self.name = name
+        self.description = description
+        self.sampleRate = sampleRate
+        self.channels = channels
+    }
+}
+
+/// A failure of the device layer, with the server's own code and message.
+package struct HALError: Error, CustomStringConvertible, Sendable {
+    package enum Kind: Sendable { case noServer, streamFailed, deviceNotFound, notSupported }
+    package var kind: Kind
+    package var nativeCode: Int32
+    package var message: String
+    package init(_ kind: Kind, code: Int32 = 0, _ message: String) {
+        self.kind = kind
+        self.nativeCode = code
+        self.message = message
+    }
+    package var description: String { message }
+}
+
+/// One open stream. Control calls come from any thread but the server thread.
+package protocol HALStream: AnyObject, Sendable {
+    var format: HALStreamFormat { get }
+    /// The buffer duration the server granted, in seconds.
+    var grantedBufferDuration: Double { get }
+    /// The latency the server reports now (device plus buffered), in seconds.
+    var latency: Double { get }
+    /// The device the stream is connected to.
+    var device: HALDeviceInfo { get }
+    /// Playback underruns (or capture overruns) the server reported since the stream opened.
+    var xrunCount: Int { get }
+    /// The stream's current time: the frame being heard or captured now, and the host time now.
+    func currentTime() -> HALRenderTime?
+    /// Pauses (`true`) or resumes (`false`) consumption; data already written stays.
+    func setCorked(_ corked: Bool)
+    /// Drops everything written and not yet played.
+    func flush()
+    /// Asks to be told, via ``HALRenderSource/streamDidDrain()``, when written data has played out.
+    func drain()
+    /// Runs `body` while the server thread is guaranteed not to be inside this stream's callbacks.
+    func withCallbacksBlocked<T>(_ body: () throws -> T) rethrows -> T
+    /// Disconnects; no callback runs after this returns.
+    func close()
+}
+
+/// A sound server or stand-in that opens streams: the operations table of the device layer.
+package protocol AudioBackend: AnyObject, Sendable {
+    /// A short name: `pulse`, `virtual`.
+    var name: String { get }
+    func defaultOutputDevice() throws(HALError) -> HALDeviceInfo
+    func defaultInputDevice() throws(HALError) -> HALDeviceInfo
+    func openOutput(_ request: HALStreamRequest, source: any HALRenderSource) throws(HALError) -> any HALStream
+    func openInput(_ request: HALStreamRequest, sink: any HALCaptureSink) throws(HALError) -> any HALStream
+}

@@ -1,0 +1,148 @@
+internal import CPulseAudio
+import Foundation
+
+/// The PulseAudio backend: libpulse's asynchronous API on a threaded main loop.
+///
+/// One connection (`pa_context`) per process. The main loop's thread is *the server thread*: every
+/// stream callback runs there, and those callbacks only move samples between lock-free rings and
+/// the server (see ``HALRenderSource``). PipeWire's pipewire-pulse speaks the same protocol, so
+/// this backend serves PipeWire machines too.
+///
+/// The server is the one libpulse finds by its usual rules: `PULSE_SERVER`, then the user's
+/// runtime directory (`$XDG_RUNTIME_DIR/pulse/native`), then X11 properties. Autospawn is off: a
+/// machine without a server gets an error, never a surprise daemon.
+package final class PulseBackend: AudioBackend, @unchecked Sendable {
+    package let name = "pulse"
+    let mainloop: OpaquePointer
+    let context: OpaquePointer
+
+    /// Connects to the server at `server` (a libpulse server string), or the default one.
+    package init(server: String? = nil, applicationName: String = ProcessInfo.processInfo.processName) throws(HALError) {
+        guard let ml = pa_threaded_mainloop_new() else {
+            throw HALError(.noServer, "pa_threaded_mainloop_new failed")
+        }
+        let props = pa_proplist_new()
+        pa_proplist_sets(props, "application.name", applicationName)
+        pa_proplist_sets(props, "application.process.binary", applicationName)
+        guard let ctx = pa_context_new_with_proplist(pa_threaded_mainloop_get_api(ml), applicationName, props) else {
+            pa_proplist_free(props)
+            pa_threaded_mainloop_free(ml)
+            throw HALError(.noServer, "pa_context_new failed")
+        }
+        pa_proplist_free(props)
+        mainloop = ml
+        context = ctx
+        pa_context_set_state_callback(ctx, { _, userData in
+            pa_threaded_mainloop_signal(OpaquePointer(userData), 0)
+        }, UnsafeMutableRawPointer(ml))
+
+        if pa_context_connect(ctx, server, PA_CONTEXT_NOAUTOSPAWN, nil) < 0 {
+            let code = pa_context_errno(ctx)
+            shutDown(started: false)
+            throw HALError(.noServer, code: code, "cannot connect to the sound server: \(Self.message(code))")
+        }
+        pa_threaded_mainloop_lock(ml)
+        pa_threaded_mainloop_start(ml)
+        while true {
+            let state = pa_context_get_state(ctx)
+            if state == PA_CONTEXT_READY { break }
+            if state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED {
+                let code = pa_context_errno(ctx)
+                pa_threaded_mainloop_unlock(ml)
+                shutDown(started: true)
+                throw HALError(.noServer, code: code, "cannot connect to the sound server: \(Self.message(code))")
+            }
+            pa_threaded_mainloop_wait(ml)
+        }
+        pa_threaded_mainloop_unlock(ml)
+    }
+
+    deinit { shutDown(started: true) }
+
+    private func shutDown(started: Bool) {
+        if started { pa_threaded_mainloop_stop(mainloop) }
+        pa_context_set_state_callback(context, nil, nil)
+        pa_context_disconnect(context)
+        pa_context_unref(context)
+        pa_threaded_mainloop_free(mainloop)
+    }
+
+    static func message(_ code: Int32) -> String { String(cString: pa_strerror(code)) }
+
+    /// Runs `body` holding the main loop's lock: no callback of this connection runs meanwhile.
+    func locked<T>(_ body: () throws -> T) rethrows -> T {
+        pa_threaded_mainloop_lock(mainloop)
+        defer { pa_threaded_mainloop_unlock(mainloop) }
+        return try body()
+    }
+
+    /// Waits, with the lock held, until `operation` completes; the lock is released while waiting.
+    func await(_ operation: OpaquePointer?) {
+        guard let operation else { return }
+        while pa_operation_get_state(operation) == PA_OPERATION_RUNNING {
+            pa_threaded_mainloop_wait(mainloop)
+        }
+        pa_operation_unref(operation)
+    }
+
+    // MARK: Devices
+
+    private final class InfoBox: @unchecked Sendable {
+        let mainloop: OpaquePointer
+        var info: HALDeviceInfo?
+        init(_ mainloop: OpaquePointer) { self.mainloop = mainloop }
+    }
+
+    /// The sink named `name` (`@DEFAULT_SINK@` for the default). The corresponding PulseAudio call
+    /// is `pa_context_get_sink_info_by_name`.
+    func sinkInfo(_ name: String) throws(HALError) -> HALDeviceInfo {
+        let box = InfoBox(mainloop)
+        let ud = Unmanaged.passUnretained(box).toOpaque()
+        locked {
+            self.await(pa_context_get_sink_info_by_name(context, name, { _, info, eol, ud in
+                let box = Unmanaged<InfoBox>.fromOpaque(ud!).takeUnretainedValue()
+                if eol == 0, let i = info?.pointee {
+                    box.info = HALDeviceInfo(
+                        name: String(cString: i.name), description: String(cString: i.description),
+                        sampleRate: Double(i.sample_spec.rate), channels: Int(i.sample_spec.channels))
+                }
+                pa_threaded_mainloop_signal(box.mainloop, 0)
+            }, ud))
+        }
+        guard let info = box.info else { throw HALError(.deviceNotFound, "no sink named \(name)") }
+        return info
+    }
+
+    /// The source named `name` (`@DEFAULT_SOURCE@` for the default). The corresponding PulseAudio
+    /// call is `pa_context_get_source_info_by_name`.
+    func sourceInfo(_ name: String) throws(HALError) -> HALDeviceInfo {
+        let box = InfoBox(mainloop)
+        let ud = Unmanaged.passUnretained(box).toOpaque()
+        locked {
+            self.await(pa_context_get_source_info_by_name(context, name, { _, info, eol, ud in
+                let box = Unmanaged<InfoBox>.fromOpaque(ud!).takeUnretainedValue()
+                if eol == 0, let i = info?.pointee {
+                    box.info = HALDeviceInfo(
+                        name: String(cString: i.name), description: String(cString: i.description),
+                        sampleRate: Double(i.sample_spec.rate), channels: Int(i.sample_spec.channels))
+                }
+                pa_threaded_mainloop_signal(box.mainloop, 0)
+            }, ud))
+        }
+        guard let info = box.info else { throw HALError(.deviceNotFound, "no source named \(name)") }
+        return info
+    }
+
+    package func defaultOutputDevice() throws(HALError) -> HALDeviceInfo { try sinkInfo("@DEFAULT_SINK@") }
+    package func defaultInputDevice() throws(HALError) -> HALDeviceInfo { try sourceInfo("@DEFAULT_SOURCE@") }
+
+    // MARK: Streams
+
+    package func openOutput(_ request: HALStreamRequest, source: any HALRenderSource) throws(HALError) -> any HALStream {
+        try PulseStream(backend: self, request: request, playback: source, capture: nil)
+    }
+
+    package func openInput(_ request: HALStreamRequest, sink: any HALCaptureSink) throws(HALError) -> any HALStream {
+        try PulseStream(backend: self, request: request, playback: nil, capture: sink)
+    }
+}

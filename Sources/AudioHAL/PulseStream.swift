@@ -1,0 +1,251 @@
+internal import CPulseAudio
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One PulseAudio playback or record stream (`pa_stream`), owned by this object.
+///
+/// Callbacks run on the server thread and call only the render source or capture sink, which
+/// follow ``HALRenderSource``'s rules; everything here on that path is allocation-free
+/// (`pa_stream_begin_write` hands out the server's own memory, written in place).
+final class PulseStream: HALStream, @unchecked Sendable {
+    let backend: PulseBackend
+    let format: HALStreamFormat
+    private(set) var device: HALDeviceInfo
+    private var stream: OpaquePointer?
+    private let playback: (any HALRenderSource)?
+    private let capture: (any HALCaptureSink)?
+    private let frameBytes: Int
+    /// Server thread only: frames written (playback) or read (capture) since the stream opened.
+    private var position: Int64 = 0
+    private let xruns = Atomic<Int>(0)
+    private(set) var grantedBufferDuration: Double = 0
+    private var selfReference: Unmanaged<PulseStream>?
+
+    init(backend: PulseBackend, request: HALStreamRequest, playback: (any HALRenderSource)?, capture: (any HALCaptureSink)?) throws(HALError) {
+        self.backend = backend
+        self.format = request.format
+        self.playback = playback
+        self.capture = capture
+        self.frameBytes = 4 * request.format.channels
+        self.device = HALDeviceInfo(name: "", description: "", sampleRate: request.format.sampleRate, channels: request.format.channels)
+        try open(request)
+    }
+
+    deinit { close() }
+
+    private var isPlayback: Bool { playback != nil }
+
+    private func open(_ request: HALStreamRequest) throws(HALError) {
+        var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(request.format.sampleRate), channels: UInt8(request.format.channels))
+        guard pa_sample_spec_valid(&spec) != 0 else {
+            throw HALError(.notSupported, "the server cannot carry \(request.format.channels) channels at \(request.format.sampleRate) Hz")
+        }
+        var map = pa_channel_map()
+        pa_channel_map_init_extend(&map, UInt32(request.format.channels), PA_CHANNEL_MAP_DEFAULT)
+        let props = pa_proplist_new()
+        defer { pa_proplist_free(props) }
+        for (key, value) in request.properties { pa_proplist_sets(props, key, value) }
+
+        let bytes = UInt32(Double(frameBytes) * (request.bufferDuration * request.format.sampleRate).rounded(.up))
+        var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
+        if isPlayback { attr.tlength = bytes } else { attr.fragsize = bytes }
+        var flags = PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
+        if request.startCorked { flags |= PA_STREAM_START_CORKED.rawValue }
+
+        let me = Unmanaged.passRetained(self)
+        selfReference = me
+        let ud = me.toOpaque()
+        var failure: HALError?
+        backend.locked {
+            guard let s = pa_stream_new_with_proplist(backend.context, request.name, &spec, &map, props) else {
+                let code = pa_context_errno(backend.context)
+                failure = HALError(.streamFailed, code: code, "pa_stream_new: \(PulseBackend.message(code))")
+                return
+            }
+            stream = s
+            pa_stream_set_state_callback(s, { _, ud in
+                let me = Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue()
+                pa_threaded_mainloop_signal(me.backend.mainloop, 0)
+            }, ud)
+            let result: Int32
+            if isPlayback {
+                pa_stream_set_write_callback(s, { _, nbytes, ud in
+                    Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().serverWantsData(nbytes)
+                }, ud)
+                pa_stream_set_underflow_callback(s, { _, ud in
+                    Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().xruns.add(1, ordering: .relaxed)
+                }, ud)
+                result = pa_stream_connect_playback(s, request.device, &attr, pa_stream_flags_t(rawValue: flags), nil, nil)
+            } else {
+                pa_stream_set_read_callback(s, { _, _, ud in
+                    Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().serverHasData()
+                }, ud)
+                pa_stream_set_overflow_callback(s, { _, ud in
+                    Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().xruns.add(1, ordering: .relaxed)
+                }, ud)
+                result = pa_stream_connect_record(s, request.device, &attr, pa_stream_flags_t(rawValue: flags))
+            }
+            if result < 0 {
+                let code = pa_context_errno(backend.context)
+                failure = HALError(.streamFailed, code: code, "cannot connect the stream: \(PulseBackend.message(code))")
+                return
+            }
+            while true {
+                let state = pa_stream_get_state(s)
+                if state == PA_STREAM_READY { break }
+                if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
+                    let code = pa_context_errno(backend.context)
+                    failure = HALError(.streamFailed, code: code, "the stream failed: \(PulseBackend.message(code))")
+                    return
+                }
+                pa_threaded_mainloop_wait(backend.mainloop)
+            }
+            if let a = pa_stream_get_buffer_attr(s)?.pointee {
+                let granted = isPlayback ? a.tlength : a.fragsize
+                grantedBufferDuration = Double(granted) / Double(frameBytes) / format.sampleRate
+            }
+        }
+        if let failure {
+            close()
+            throw failure
+        }
+        let deviceName = backend.locked { pa_stream_get_device_name(stream).map { String(cString: $0) } ?? "" }
+        if let info = try? (isPlayback ? backend.sinkInfo(deviceName) : backend.sourceInfo(deviceName)) {
+            device = info
+        }
+    }
+
+    // MARK: Server thread
+
+    /// Write callback: render straight into the server's buffer.
+    private func serverWantsData(_ nbytes: Int) {
+        guard let stream, let playback else { return }
+        var remaining = nbytes
+        while remaining >= frameBytes {
+            var data: UnsafeMutableRawPointer?
+            var size = remaining
+            guard pa_stream_begin_write(stream, &data, &size) == 0, let data, size >= frameBytes else { return }
+            let frames = size / frameBytes
+            size = frames * frameBytes
+            var latency: pa_usec_t = 0
+            var negative: Int32 = 0
+            let now = hostNow()
+            let ahead: UInt64 = pa_stream_get_latency(stream, &latency, &negative) == 0 && negative == 0
+                ? latency * 1000 : UInt64(grantedBufferDuration * 1e9)
+            playback.render(
+                data.assumingMemoryBound(to: Float.self), frames: frames,
+                time: HALRenderTime(sampleTime: position, hostTime: now &+ ahead))
+            pa_stream_write(stream, data, size, nil, 0, PA_SEEK_RELATIVE)
+            position += Int64(frames)
+            remaining -= size
+        }
+    }
+
+    /// Read callback: hand every complete fragment to the capture sink.
+    private func serverHasData() {
+        guard let stream, let capture else { return }
+        while pa_stream_readable_size(stream) > 0 {
+            var data: UnsafeRawPointer?
+            var size = 0
+            guard pa_stream_peek(stream, &data, &size) == 0, size > 0 else { return }
+            if let data {
+                let frames = size / frameBytes
+                var latency: pa_usec_t = 0
+                var negative: Int32 = 0
+                let now = hostNow()
+                let behind: UInt64 = pa_stream_get_latency(stream, &latency, &negative) == 0 && negative == 0 ? latency * 1000 : 0
+                capture.capture(
+                    data.assumingMemoryBound(to: Float.self), frames: frames,
+                    time: HALRenderTime(sampleTime: position, hostTime: now &- min(behind, now)))
+                position += Int64(frames)
+            }
+            pa_stream_drop(stream)
+        }
+    }
+
+    // MARK: Control
+
+    var xrunCount: Int { xruns.load(ordering: .relaxed) }
+
+    var latency: Double {
+        backend.locked {
+            guard let stream else { return 0 }
+            var usec: pa_usec_t = 0
+            var negative: Int32 = 0
+            return pa_stream_get_latency(stream, &usec, &negative) == 0 && negative == 0 ? Double(usec) / 1e6 : grantedBufferDuration
+        }
+    }
+
+    func currentTime() -> HALRenderTime? {
+        backend.locked {
+            guard let stream else { return nil }
+            var usec: pa_usec_t = 0
+            guard pa_stream_get_time(stream, &usec) == 0 else { return nil }
+            return HALRenderTime(sampleTime: Int64(Double(usec) * format.sampleRate / 1e6), hostTime: hostNow())
+        }
+    }
+
+    /// The corresponding PulseAudio call is `pa_stream_cork`.
+    func setCorked(_ corked: Bool) {
+        backend.locked {
+            guard let stream else { return }
+            backend.await(pa_stream_cork(stream, corked ? 1 : 0, { _, _, ud in
+                pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
+            }, UnsafeMutableRawPointer(backend.mainloop)))
+        }
+    }
+
+    /// The corresponding PulseAudio call is `pa_stream_flush`.
+    func flush() {
+        backend.locked {
+            guard let stream else { return }
+            backend.await(pa_stream_flush(stream, { _, _, ud in
+                pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
+            }, UnsafeMutableRawPointer(backend.mainloop)))
+        }
+    }
+
+    /// The corresponding PulseAudio call is `pa_stream_drain`; completion reaches
+    /// ``HALRenderSource/streamDidDrain()`` on the server thread.
+    func drain() {
+        backend.locked {
+            guard let stream, let ud = selfReference?.toOpaque() else { return }
+            if let op = pa_stream_drain(stream, { _, _, ud in
+                Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().playback?.streamDidDrain()
+            }, ud) {
+                pa_operation_unref(op)
+            }
+        }
+    }
+
+    func withCallbacksBlocked<T>(_ body: () throws -> T) rethrows -> T {
+        try backend.locked(body)
+    }
+
+    func close() {
+        backend.locked {
+            if let s = stream {
+                pa_stream_set_state_callback(s, nil, nil)
+                pa_stream_set_write_callback(s, nil, nil)
+                pa_stream_set_read_callback(s, nil, nil)
+                pa_stream_set_underflow_callback(s, nil, nil)
+                pa_stream_set_overflow_callback(s, nil, nil)
+                pa_stream_disconnect(s)
+                pa_stream_unref(s)
+                stream = nil
+            }
+        }
+        selfReference?.release()
+        selfReference = nil
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds; the host clock of ``HALRenderTime``.
+@inline(__always)
+package func hostNow() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+}

@@ -1,0 +1,39 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A counting semaphore the server thread may signal: `sem_post` neither allocates nor blocks.
+///
+/// One thread waits (a queue's callback thread); any thread signals.
+package final class Wakeup: @unchecked Sendable {
+    private let sem: UnsafeMutablePointer<sem_t>
+
+    package init() {
+        sem = .allocate(capacity: 1)
+        sem_init(sem, 0, 0)
+    }
+
+    deinit {
+        sem_destroy(sem)
+        sem.deallocate()
+    }
+
+    /// Wakes the waiter; real-time safe.
+    package func signal() { sem_post(sem) }
+
+    /// Waits until signalled or `timeout` seconds pass; returns `true` when signalled.
+    @discardableResult
+    package func wait(timeout: Double) -> Bool {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        let whole = Int(timeout)
+        var nanos = Int(ts.tv_nsec) + Int((timeout - Double(whole)) * 1e9)
+        ts.tv_sec += whole + nanos / 1_000_000_000
+        nanos %= 1_000_000_000
+        ts.tv_nsec = nanos
+        while true {
+            if sem_timedwait(sem, &ts) == 0 { return true }
+            if errno != EINTR { return false }
+        }
+    }
+}

@@ -1,0 +1,226 @@
+import AudioHAL
+import Foundation
+
+// Parameters and properties of audio queues (AudioQueue.h).
+
+/// Reads a parameter: `kAudioQueueParam_Volume` (0…1), `kAudioQueueParam_VolumeRampTime`
+/// (seconds) or `kAudioQueueParam_Pan` (−1…1).
+@discardableResult
+public func AudioQueueGetParameter(
+    _ inAQ: AudioQueueRef, _ inParamID: AudioQueueParameterID, _ outValue: UnsafeMutablePointer<AudioQueueParameterValue>
+) -> OSStatus {
+    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    queue.lock.lock()
+    defer { queue.lock.unlock() }
+    switch inParamID {
+    case kAudioQueueParam_Volume: outValue.pointee = queue.volume
+    case kAudioQueueParam_VolumeRampTime: outValue.pointee = queue.volumeRampTime
+    case kAudioQueueParam_Pan: outValue.pointee = queue.pan
+    default: return kAudioQueueErr_InvalidParameter
+    }
+    return noErr
+}
+
+/// Sets a parameter; it takes effect on the next samples the server asks for. A volume change
+/// ramps over `kAudioQueueParam_VolumeRampTime` seconds. `kAudioQueueParam_PlayRate` and
+/// `kAudioQueueParam_Pitch` need a time-pitch processor this module does not have yet, so they
+/// return `kAudioQueueErr_InvalidParameter`.
+@discardableResult
+public func AudioQueueSetParameter(
+    _ inAQ: AudioQueueRef, _ inParamID: AudioQueueParameterID, _ inValue: AudioQueueParameterValue
+) -> OSStatus {
+    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard inValue.isFinite else { return kAudio_ParamError }
+    queue.lock.lock()
+    defer { queue.lock.unlock() }
+    let engine = queue.engine
+    switch inParamID {
+    case kAudioQueueParam_Volume:
+        queue.volume = max(0, inValue)
+        engine.volumeBits.store(queue.volume.bitPattern, ordering: .relaxed)
+    case kAudioQueueParam_VolumeRampTime:
+        queue.volumeRampTime = max(0, inValue)
+        engine.rampTimeBits.store(queue.volumeRampTime.bitPattern, ordering: .relaxed)
+    case kAudioQueueParam_Pan:
+        queue.pan = min(max(inValue, -1), 1)
+        engine.panBits.store(queue.pan.bitPattern, ordering: .relaxed)
+    default: return kAudioQueueErr_InvalidParameter
+    }
+    return noErr
+}
+
+/// The size of a property's value, as ``AudioQueueGetProperty(_:_:_:_:)`` writes it.
+private func propertySize(_ queue: AudioQueueObject, _ id: AudioQueuePropertyID) -> Int? {
+    switch id {
+    case kAudioQueueProperty_IsRunning, kAudioQueueDeviceProperty_NumberChannels,
+        kAudioQueueProperty_EnableLevelMetering, kAudioQueueProperty_DecodeBufferSizeFrames:
+        return MemoryLayout<UInt32>.size
+    case kAudioQueueDeviceProperty_SampleRate: return MemoryLayout<Float64>.size
+    case kAudioQueueProperty_StreamDescription: return MemoryLayout<AudioStreamBasicDescription>.size
+    case kAudioQueueProperty_CurrentDevice: return MemoryLayout<CFString?>.size
+    case kAudioQueueProperty_CurrentLevelMeter, kAudioQueueProperty_CurrentLevelMeterDB:
+        return MemoryLayout<AudioQueueLevelMeterState>.stride * queue.pcm.channels
+    default: return nil
+    }
+}
+
+/// The size of a property's value. Unknown IDs get `kAudioQueueErr_InvalidProperty`.
+@discardableResult
+public func AudioQueueGetPropertySize(
+    _ inAQ: AudioQueueRef, _ inID: AudioQueuePropertyID, _ outDataSize: UnsafeMutablePointer<UInt32>
+) -> OSStatus {
+    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let size = propertySize(queue, inID) else { return kAudioQueueErr_InvalidProperty }
+    outDataSize.pointee = UInt32(size)
+    return noErr
+}
+
+/// The decibel value Apple's meters report for a linear level: −160 dB for silence.
+func decibels(_ linear: Float) -> Float {
+    linear > 0 ? max(-160, 20 * log10(linear)) : -160
+}
+
+/// Reads a property. `ioDataSize` holds the room at `outData` and receives the bytes written; too
+/// little room gets `kAudioQueueErr_InvalidPropertySize`.
+///
+/// Device properties describe the sound server's device the queue's stream is connected to (the
+/// default sink or source before the stream opens). `kAudioQueueProperty_CurrentDevice` is the
+/// server's device name (a PulseAudio sink or source name). Level meters need
+/// `kAudioQueueProperty_EnableLevelMetering` set to 1 and report RMS and peak since the previous
+/// read, one ``AudioQueueLevelMeterState`` per channel of the queue's format.
+@discardableResult
+public func AudioQueueGetProperty(
+    _ inAQ: AudioQueueRef, _ inID: AudioQueuePropertyID, _ outData: UnsafeMutableRawPointer,
+    _ ioDataSize: UnsafeMutablePointer<UInt32>
+) -> OSStatus {
+    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let size = propertySize(queue, inID) else { return kAudioQueueErr_InvalidProperty }
+    let room = Int(ioDataSize.pointee)
+    let isMeter = inID == kAudioQueueProperty_CurrentLevelMeter || inID == kAudioQueueProperty_CurrentLevelMeterDB
+    // Meters may be read for fewer channels than the queue has; everything else needs full room.
+    let needed = isMeter ? MemoryLayout<AudioQueueLevelMeterState>.stride : size
+    guard room >= needed else { return kAudioQueueErr_InvalidPropertySize }
+
+    switch inID {
+    case kAudioQueueProperty_IsRunning:
+        queue.lock.lock()
+        outData.storeBytes(of: queue.isRunning, as: UInt32.self)
+        queue.lock.unlock()
+    case kAudioQueueProperty_StreamDescription:
+        outData.storeBytes(of: queue.format, as: AudioStreamBasicDescription.self)
+    case kAudioQueueProperty_EnableLevelMetering:
+        queue.lock.lock()
+        outData.storeBytes(of: queue.meteringEnabled ? 1 : 0, as: UInt32.self)
+        queue.lock.unlock()
+    case kAudioQueueProperty_DecodeBufferSizeFrames:
+        queue.lock.lock()
+        outData.storeBytes(of: queue.decodeBufferSizeFrames, as: UInt32.self)
+        queue.lock.unlock()
+    case kAudioQueueDeviceProperty_SampleRate, kAudioQueueDeviceProperty_NumberChannels, kAudioQueueProperty_CurrentDevice:
+        guard let device = currentDevice(queue) else { return kAudioQueueErr_InvalidDevice }
+        if inID == kAudioQueueDeviceProperty_SampleRate {
+            outData.storeBytes(of: device.sampleRate, as: Float64.self)
+        } else if inID == kAudioQueueDeviceProperty_NumberChannels {
+            outData.storeBytes(of: UInt32(device.channels), as: UInt32.self)
+        } else {
+            outData.assumingMemoryBound(to: CFString?.self).pointee = device.name
+        }
+    case kAudioQueueProperty_CurrentLevelMeter, kAudioQueueProperty_CurrentLevelMeterDB:
+        queue.lock.lock()
+        let enabled = queue.meteringEnabled
+        queue.lock.unlock()
+        guard enabled else { return kAudioQueueErr_InvalidPropertyValue }
+        let levels = queue.readMeters()
+        let count = min(levels.count, room / MemoryLayout<AudioQueueLevelMeterState>.stride)
+        let out = outData.bindMemory(to: AudioQueueLevelMeterState.self, capacity: count)
+        for c in 0..<count {
+            let l = levels[c]
+            out[c] = inID == kAudioQueueProperty_CurrentLevelMeter
+                ? l : AudioQueueLevelMeterState(mAveragePower: decibels(l.mAveragePower), mPeakPower: decibels(l.mPeakPower))
+        }
+        ioDataSize.pointee = UInt32(count * MemoryLayout<AudioQueueLevelMeterState>.stride)
+        return noErr
+    default:
+        return kAudioQueueErr_InvalidProperty
+    }
+    ioDataSize.pointee = UInt32(size)
+    return noErr
+}
+
+private func currentDevice(_ queue: AudioQueueObject) -> HALDeviceInfo? {
+    queue.lock.lock()
+    let stream = queue.stream
+    let name = queue.deviceName
+    queue.lock.unlock()
+    if let stream { return stream.device }
+    guard let backend = try? HAL.backend() else { return nil }
+    if let name {
+        return (try? queue.isOutput ? backend.defaultOutputDevice() : backend.defaultInputDevice()).map {
+            HALDeviceInfo(name: name, description: $0.description, sampleRate: $0.sampleRate, channels: $0.channels)
+        }
+    }
+    return try? queue.isOutput ? backend.defaultOutputDevice() : backend.defaultInputDevice()
+}
+
+/// Sets a property: `kAudioQueueProperty_EnableLevelMetering` (UInt32),
+/// `kAudioQueueProperty_DecodeBufferSizeFrames` (UInt32; kept and reported, linear PCM needs no
+/// decode buffer) or `kAudioQueueProperty_CurrentDevice` (a `CFString?` naming a server device;
+/// `nil` for the default), which applies when the queue's stream next opens. Read-only properties
+/// get `kAudioQueueErr_InvalidProperty`.
+@discardableResult
+public func AudioQueueSetProperty(
+    _ inAQ: AudioQueueRef, _ inID: AudioQueuePropertyID, _ inData: UnsafeRawPointer, _ inDataSize: UInt32
+) -> OSStatus {
+    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let size = propertySize(queue, inID) else { return kAudioQueueErr_InvalidProperty }
+    guard Int(inDataSize) >= size else { return kAudioQueueErr_InvalidPropertySize }
+    queue.lock.lock()
+    defer { queue.lock.unlock() }
+    switch inID {
+    case kAudioQueueProperty_EnableLevelMetering:
+        queue.meteringEnabled = inData.load(as: UInt32.self) != 0
+        queue.engine.metering.store(queue.meteringEnabled, ordering: .relaxed)
+        while queue.engine.meters.pop() != nil {}
+    case kAudioQueueProperty_DecodeBufferSizeFrames:
+        let frames = inData.load(as: UInt32.self)
+        guard frames > 0 else { return kAudioQueueErr_InvalidPropertyValue }
+        queue.decodeBufferSizeFrames = frames
+    case kAudioQueueProperty_CurrentDevice:
+        if queue.isRunning == 1 { return kAudioQueueErr_InvalidRunState }
+        queue.deviceName = inData.assumingMemoryBound(to: CFString?.self).pointee
+    default:
+        return kAudioQueueErr_InvalidProperty
+    }
+    return noErr
+}
+
+/// Calls `inProc` on the queue's callback context whenever property `inID` changes.
+@discardableResult
+public func AudioQueueAddPropertyListener(
+    _ inAQ: AudioQueueRef, _ inID: AudioQueuePropertyID, _ inProc: AudioQueuePropertyListenerProc,
+    _ inUserData: UnsafeMutableRawPointer?
+) -> OSStatus {
+    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard propertySize(queue, inID) != nil else { return kAudioQueueErr_InvalidProperty }
+    queue.lock.lock()
+    queue.listeners.append((inID, inProc, inUserData))
+    queue.lock.unlock()
+    return noErr
+}
+
+/// Removes a listener added with the same property, function and user data.
+@discardableResult
+public func AudioQueueRemovePropertyListener(
+    _ inAQ: AudioQueueRef, _ inID: AudioQueuePropertyID, _ inProc: AudioQueuePropertyListenerProc,
+    _ inUserData: UnsafeMutableRawPointer?
+) -> OSStatus {
+    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    queue.lock.lock()
+    defer { queue.lock.unlock() }
+    let procAddress = unsafeBitCast(inProc, to: UnsafeRawPointer.self)
+    guard let index = queue.listeners.firstIndex(where: {
+        $0.id == inID && unsafeBitCast($0.proc, to: UnsafeRawPointer.self) == procAddress && $0.userData == inUserData
+    }) else { return kAudioQueueErr_InvalidProperty }
+    queue.listeners.remove(at: index)
+    return noErr
+}

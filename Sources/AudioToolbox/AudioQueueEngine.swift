@@ -1,0 +1,318 @@
+import AudioHAL
+import Synchronization
+
+/// One enqueued buffer as the server thread sees it: converted float samples and where to start.
+struct QueueItem: BitwiseCopyable {
+    /// Identifies the buffer (``AudioQueueObject``'s slot token).
+    var token: Int
+    /// Interleaved float samples in the queue's channel count (playback: the audio; capture: room).
+    var samples: UnsafeMutablePointer<Float>
+    /// Frames of audio (playback) or of room (capture).
+    var frames: Int
+    /// The queue sample time the buffer must start at, or −1 for "after the previous one".
+    var startSample: Int64
+    /// A per-buffer pan, or NaN to use the queue's.
+    var pan: Float
+}
+
+/// A buffer the server thread has finished with.
+struct CompletedItem: BitwiseCopyable {
+    var token: Int
+    /// Frames consumed (playback) or captured (capture).
+    var frames: Int
+    /// Queue sample time of the buffer's first frame.
+    var sampleTime: Int64
+    /// Host time at which the first frame is heard (playback) or was captured (capture).
+    var hostTime: UInt64
+}
+
+/// Per-channel peak and sum of squares over one render or capture call.
+struct MeterBlock: BitwiseCopyable {
+    var peak: (Float, Float, Float, Float, Float, Float, Float, Float) = (0, 0, 0, 0, 0, 0, 0, 0)
+    var sumSquares: (Float, Float, Float, Float, Float, Float, Float, Float) = (0, 0, 0, 0, 0, 0, 0, 0)
+    var frames: Int = 0
+}
+
+/// The part of a queue that runs on the server thread: it moves samples between the queue's
+/// buffers and the stream, applies volume and pan, and reports finished buffers.
+///
+/// Rings and who may touch them:
+/// - `pending`: producer is the thread that enqueues (under the queue's lock); consumer is the
+///   server thread.
+/// - `completed`: producer is the server thread; consumer is the queue's callback thread (under
+///   the queue's lock).
+/// - `meters`: producer is the server thread; consumer is whoever reads the level meter property
+///   (under the queue's lock).
+///
+/// Fields without an atomic are the server thread's own; the control side touches them only inside
+/// ``HALStream/withCallbacksBlocked(_:)`` (or before a stream exists).
+final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendable {
+    let isOutput: Bool
+    /// Channels of the queue's format.
+    let queueChannels: Int
+    /// Channels of the stream (a mono playback queue feeds a stereo stream so that pan works).
+    var streamChannels: Int
+    let sampleRate: Double
+
+    let pending: SPSCRing<QueueItem>
+    let completed: SPSCRing<CompletedItem>
+    let meters = SPSCRing<MeterBlock>(minimumCapacity: 256)
+    let wakeup = Wakeup()
+    /// Frame `sampleTime` of the queue timeline is heard (or was captured) at `hostTime`.
+    let anchor = TimeAnchor()
+
+    // Control → server thread.
+    let armed = Atomic<Bool>(false)
+    let startHostTime = Atomic<UInt64>(0)
+    let volumeBits = Atomic<UInt32>(Float(1).bitPattern)
+    let rampTimeBits = Atomic<UInt32>(Float(0).bitPattern)
+    let panBits = Atomic<UInt32>(Float(0).bitPattern)
+    let metering = Atomic<Bool>(false)
+    /// When set, the server thread reports ``reachedEnd`` once every pending buffer has played.
+    let stopWhenEmpty = Atomic<Bool>(false)
+    /// Whether callbacks go through the wake-up (false in offline mode, where the caller polls).
+    let signalsWakeup = Atomic<Bool>(true)
+
+    // Server thread → control.
+    let reachedEnd = Atomic<Bool>(false)
+    let drained = Atomic<Bool>(false)
+    let starvedFrames = Atomic<Int>(0)
+    let droppedFrames = Atomic<Int>(0)
+    let discontinuities = Atomic<Int>(0)
+
+    // Server thread's own.
+    private var current: QueueItem?
+    private var offset = 0
+    private var currentStartSample: Int64 = 0
+    private var currentStartHost: UInt64 = 0
+    private var started = false
+    private var starving = false
+    private(set) var sampleTime: Int64 = 0
+    private var volume: Float = 1
+    private var volumeTarget: Float = 1
+    private var volumeStep: Float = 0
+
+    init(isOutput: Bool, channels: Int, sampleRate: Double, capacity: Int) {
+        self.isOutput = isOutput
+        self.queueChannels = channels
+        self.streamChannels = isOutput && channels == 1 ? 2 : channels
+        self.sampleRate = sampleRate
+        pending = SPSCRing(minimumCapacity: capacity)
+        completed = SPSCRing(minimumCapacity: capacity)
+    }
+
+    @inline(__always) private func notify() {
+        if signalsWakeup.load(ordering: .relaxed) { wakeup.signal() }
+    }
+
+    // MARK: Playback (server thread)
+
+    func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) {
+        let sc = streamChannels
+        var written = 0
+        var signal = false
+        defer {
+            if written < frames { (output + written * sc).update(repeating: 0, count: (frames - written) * sc) }
+            if metering.load(ordering: .relaxed) { measure(output, frames: frames, channels: sc) }
+            if signal { notify() }
+        }
+        guard armed.load(ordering: .acquiring) else { return }
+        let nanosPerFrame = 1e9 / sampleRate
+        if !started {
+            let target = startHostTime.load(ordering: .relaxed)
+            if target > time.hostTime {
+                let wait = Int(Double(target - time.hostTime) / nanosPerFrame)
+                if wait >= frames { return }
+                written = wait
+            }
+            started = true
+        }
+        let firstHeard = time.hostTime &+ UInt64(Double(written) * nanosPerFrame)
+        anchor.store(sampleTime: sampleTime, hostTime: firstHeard)
+        updateVolumeTarget()
+        while written < frames {
+            if current == nil {
+                guard let next = pending.pop() else { break }
+                current = next
+                offset = 0
+                starving = false
+            }
+            let item = current!
+            if offset == 0, item.startSample > sampleTime {
+                let gap = Int(min(Int64(frames - written), item.startSample - sampleTime))
+                (output + written * sc).update(repeating: 0, count: gap * sc)
+                written += gap
+                sampleTime += Int64(gap)
+                continue
+            }
+            if offset == 0 {
+                currentStartSample = sampleTime
+                currentStartHost = time.hostTime &+ UInt64(Double(written) * nanosPerFrame)
+            }
+            let n = min(frames - written, item.frames - offset)
+            mix(item, from: offset, frames: n, into: output + written * sc)
+            offset += n
+            written += n
+            sampleTime += Int64(n)
+            if offset == item.frames {
+                completed.push(CompletedItem(token: item.token, frames: item.frames, sampleTime: currentStartSample, hostTime: currentStartHost))
+                current = nil
+                signal = true
+            }
+        }
+        if written < frames {
+            let idle = frames - written
+            sampleTime += Int64(idle)
+            if stopWhenEmpty.load(ordering: .relaxed) {
+                if !reachedEnd.exchange(true, ordering: .acquiringAndReleasing) { signal = true }
+            } else {
+                starvedFrames.add(idle, ordering: .relaxed)
+                if !starving {
+                    starving = true
+                    discontinuities.add(1, ordering: .relaxed)
+                }
+            }
+        }
+    }
+
+    func streamDidDrain() {
+        drained.store(true, ordering: .releasing)
+        notify()
+    }
+
+    private func updateVolumeTarget() {
+        let target = Float(bitPattern: volumeBits.load(ordering: .relaxed))
+        guard target != volumeTarget else { return }
+        volumeTarget = target
+        let ramp = Float(bitPattern: rampTimeBits.load(ordering: .relaxed))
+        let rampFrames = ramp * Float(sampleRate)
+        if rampFrames >= 1 {
+            volumeStep = (target - volume) / rampFrames
+        } else {
+            volume = target
+            volumeStep = 0
+        }
+    }
+
+    /// Copies `frames` frames of `item` from `start` into the stream's layout, with volume and pan.
+    private func mix(_ item: QueueItem, from start: Int, frames: Int, into out: UnsafeMutablePointer<Float>) {
+        let qc = queueChannels
+        let sc = streamChannels
+        let pan = item.pan.isNaN ? Float(bitPattern: panBits.load(ordering: .relaxed)) : item.pan
+        let left: Float = pan > 0 ? 1 - pan : 1
+        let right: Float = pan < 0 ? 1 + pan : 1
+        var src = item.samples + start * qc
+        var dst = out
+        for _ in 0..<frames {
+            if volumeStep != 0 {
+                volume += volumeStep
+                if (volumeStep > 0 && volume >= volumeTarget) || (volumeStep < 0 && volume <= volumeTarget) {
+                    volume = volumeTarget
+                    volumeStep = 0
+                }
+            }
+            let v = volume
+            if qc == 1 && sc == 2 {
+                let x = src[0] * v
+                dst[0] = x * left
+                dst[1] = x * right
+            } else {
+                for c in 0..<sc {
+                    var x = c < qc ? src[c] * v : 0
+                    if sc >= 2 { x *= c == 0 ? left : (c == 1 ? right : 1) }
+                    dst[c] = x
+                }
+            }
+            src += qc
+            dst += sc
+        }
+    }
+
+    // MARK: Capture (server thread)
+
+    func capture(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime) {
+        let qc = queueChannels
+        var consumed = 0
+        var signal = false
+        defer { if signal { notify() } }
+        guard armed.load(ordering: .acquiring) else { return }
+        if metering.load(ordering: .relaxed) { measure(input, frames: frames, channels: qc) }
+        let nanosPerFrame = 1e9 / sampleRate
+        anchor.store(sampleTime: sampleTime, hostTime: time.hostTime)
+        while consumed < frames {
+            if current == nil {
+                guard let next = pending.pop() else { break }
+                current = next
+                offset = 0
+            }
+            let item = current!
+            if offset == 0 {
+                currentStartSample = sampleTime
+                currentStartHost = time.hostTime &+ UInt64(Double(consumed) * nanosPerFrame)
+            }
+            let n = min(frames - consumed, item.frames - offset)
+            (item.samples + offset * qc).update(from: input + consumed * qc, count: n * qc)
+            offset += n
+            consumed += n
+            sampleTime += Int64(n)
+            if offset == item.frames {
+                completed.push(CompletedItem(token: item.token, frames: item.frames, sampleTime: currentStartSample, hostTime: currentStartHost))
+                current = nil
+                signal = true
+            }
+        }
+        if consumed < frames {
+            droppedFrames.add(frames - consumed, ordering: .relaxed)
+            sampleTime += Int64(frames - consumed)
+        }
+    }
+
+    private func measure(_ samples: UnsafePointer<Float>, frames: Int, channels: Int) {
+        var block = MeterBlock()
+        block.frames = frames
+        withUnsafeMutableBytes(of: &block.peak) { peakRaw in
+            withUnsafeMutableBytes(of: &block.sumSquares) { sumRaw in
+                let peak = peakRaw.bindMemory(to: Float.self)
+                let sum = sumRaw.bindMemory(to: Float.self)
+                let measured = min(channels, 8)
+                for f in 0..<frames {
+                    let frame = samples + f * channels
+                    for c in 0..<measured {
+                        let x = frame[c]
+                        peak[c] = max(peak[c], abs(x))
+                        sum[c] += x * x
+                    }
+                }
+            }
+        }
+        meters.push(block)
+    }
+
+    // MARK: Control side (inside withCallbacksBlocked, or before the stream exists)
+
+    /// Takes back everything the server thread holds: the buffer in progress (with the frames it
+    /// got so far) and every pending one, in order. Resets start gating, and with
+    /// `restartTimeline` the queue's sample time.
+    func reclaim(restartTimeline: Bool) -> (partial: CompletedItem?, untouched: [Int]) {
+        var partial: CompletedItem?
+        var tokens: [Int] = []
+        if let item = current {
+            if !isOutput && offset > 0 {
+                partial = CompletedItem(token: item.token, frames: offset, sampleTime: currentStartSample, hostTime: currentStartHost)
+            } else {
+                tokens.append(item.token)
+            }
+        }
+        current = nil
+        offset = 0
+        while let item = pending.pop() { tokens.append(item.token) }
+        started = false
+        starving = false
+        discontinuities.add(1, ordering: .relaxed)
+        if restartTimeline {
+            sampleTime = 0
+            anchor.reset()
+        }
+        return (partial, tokens)
+    }
+}

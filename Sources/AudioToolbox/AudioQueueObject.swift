@@ -1,0 +1,672 @@
+import AudioHAL
+import Foundation
+import Synchronization
+
+/// Where a queue's callbacks and property listeners run.
+enum CallbackTarget {
+    /// The queue's own callback thread (Apple: "one of the audio queue's internal threads").
+    case ownThread
+    case runLoop(RunLoop, RunLoop.Mode)
+    case dispatch(DispatchQueue)
+}
+
+/// The user's callback, as a C function with its context or as a block.
+enum QueueCallback {
+    case outputProc(AudioQueueOutputCallback, UnsafeMutableRawPointer?)
+    case inputProc(AudioQueueInputCallback, UnsafeMutableRawPointer?)
+    case outputBlock(AudioQueueOutputCallbackBlock)
+    case inputBlock(AudioQueueInputCallbackBlock)
+}
+
+/// Work for a callback context; the queue's callbacks are not `Sendable` by Apple's signatures.
+struct CallbackWork: @unchecked Sendable {
+    let run: () -> Void
+}
+
+/// A buffer allocated by a queue, with its float staging area (converted audio, or captured audio
+/// before it is converted to the queue's format).
+final class BufferSlot {
+    let token: Int
+    let buffer: AudioQueueBufferRef
+    let staging: UnsafeMutablePointer<Float>
+    let capacityFrames: Int
+    var enqueued = false
+
+    init(token: Int, buffer: AudioQueueBufferRef, staging: UnsafeMutablePointer<Float>, capacityFrames: Int) {
+        self.token = token
+        self.buffer = buffer
+        self.staging = staging
+        self.capacityFrames = capacityFrames
+    }
+
+    /// Frees the buffer and its memory. The queue calls this once, when the buffer goes away.
+    func free() {
+        buffer.pointee.mAudioData.deallocate()
+        buffer.pointee.mPacketDescriptions?.deallocate()
+        buffer.deinitialize(count: 1)
+        buffer.deallocate()
+        staging.deallocate()
+    }
+}
+
+/// A failed queue operation's `OSStatus`, for `Result`.
+struct StatusError: Error {
+    let status: OSStatus
+    init(_ status: OSStatus) { self.status = status }
+}
+
+/// The most buffers one queue may hold; the rings between threads are sized for it.
+let maximumBuffersPerQueue = 1024
+
+/// An audio queue: the state behind an ``AudioQueueRef``.
+///
+/// Threads: control calls (the `AudioQueue…` functions) may come from any thread and take `lock`;
+/// the server thread runs ``engine`` only; the queue's callback thread waits on the engine's
+/// wake-up, turns finished buffers into user callbacks, and runs them (or hands them to the run
+/// loop or dispatch queue the user gave). No user code runs with `lock` held.
+final class AudioQueueObject: @unchecked Sendable {
+    let format: AudioStreamBasicDescription
+    let pcm: LinearPCMFormat
+    let isOutput: Bool
+    let callback: QueueCallback
+    let target: CallbackTarget
+    let engine: AudioQueueEngine
+    let lock = NSLock()
+
+    // Guarded by `lock`.
+    private(set) var slots: [AudioQueueBufferRef: BufferSlot] = [:]
+    private var slotsByToken: [Int: BufferSlot] = [:]
+    private var nextToken = 1
+    private(set) var stream: (any HALStream)?
+    private(set) var isRunning: UInt32 = 0
+    private var paused = false
+    private var stopping = false
+    private var disposeWhenStopped = false
+    private(set) var disposed = false
+    var listeners: [(id: AudioQueuePropertyID, proc: AudioQueuePropertyListenerProc, userData: UnsafeMutableRawPointer?)] = []
+    var volume: Float = 1
+    var volumeRampTime: Float = 0
+    var pan: Float = 0
+    var meteringEnabled = false
+    var lastMeters: [AudioQueueLevelMeterState]
+    var decodeBufferSizeFrames: UInt32 = 0
+    var deviceName: String?
+    /// Queue sample time just after the last enqueued buffer (for "actual start time").
+    private var scheduledEnd: Int64 = 0
+    /// Offline rendering: the virtual stream and the render format.
+    private(set) var offline: (stream: VirtualStream, format: LinearPCMFormat)?
+
+    /// Reset batches handed to the callback context and not yet run; enqueue fails meanwhile.
+    private let resetsInFlight = Atomic<Int>(0)
+    private let inbox = Mutex<[CallbackWork]>([])
+    private let alive = Atomic<Bool>(true)
+    private let threadDone = Wakeup()
+    private var thread: Thread?
+    /// The ``AudioQueueRef`` handed to the user.
+    var ref: AudioQueueRef { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+
+    init(format: AudioStreamBasicDescription, pcm: LinearPCMFormat, isOutput: Bool, callback: QueueCallback, target: CallbackTarget) {
+        self.format = format
+        self.pcm = pcm
+        self.isOutput = isOutput
+        self.callback = callback
+        self.target = target
+        engine = AudioQueueEngine(isOutput: isOutput, channels: pcm.channels, sampleRate: pcm.sampleRate, capacity: maximumBuffersPerQueue)
+        lastMeters = Array(repeating: AudioQueueLevelMeterState(), count: pcm.channels)
+        let thread = Thread { [self] in callbackThreadMain() }
+        thread.name = isOutput ? "AudioQueue output" : "AudioQueue input"
+        thread.qualityOfService = .userInteractive
+        self.thread = thread
+        thread.start()
+    }
+
+    deinit {
+        for slot in slots.values { slot.free() }
+    }
+
+    // MARK: Callback thread
+
+    private func callbackThreadMain() {
+        while alive.load(ordering: .acquiring) {
+            engine.wakeup.wait(timeout: 0.25)
+            guard alive.load(ordering: .acquiring) else { break }
+            if offline == nil { collectCompletions() }
+            let work = inbox.withLock { box in
+                let w = box
+                box.removeAll()
+                return w
+            }
+            for item in work where alive.load(ordering: .acquiring) { item.run() }
+        }
+        threadDone.signal()
+    }
+
+    var isCallbackThread: Bool { Thread.current === thread }
+
+    /// Hands `work` to the queue's callback context.
+    func post(_ work: [CallbackWork]) {
+        guard !work.isEmpty else { return }
+        switch target {
+        case .ownThread:
+            inbox.withLock { $0.append(contentsOf: work) }
+            engine.wakeup.signal()
+        case .dispatch(let queue):
+            queue.async { [self] in
+                for item in work where alive.load(ordering: .acquiring) { item.run() }
+            }
+        case .runLoop(let runLoop, let mode):
+            let batch = CallbackWork { [self] in
+                for item in work where alive.load(ordering: .acquiring) { item.run() }
+            }
+            let timer = Timer(timeInterval: 0, repeats: false) { _ in batch.run() }
+            runLoop.add(timer, forMode: mode)
+        }
+    }
+
+    /// Runs `work` now when in offline mode (deterministic) or posts it otherwise.
+    private func deliver(_ work: [CallbackWork], inline: Bool) {
+        if inline {
+            for item in work { item.run() }
+        } else {
+            post(work)
+        }
+    }
+
+    /// Turns finished buffers into callbacks, and advances an asynchronous stop. Returns the work.
+    @discardableResult
+    func collectCompletions(inline: Bool = false) -> Int {
+        lock.lock()
+        var work: [CallbackWork] = []
+        while let done = engine.completed.pop() {
+            guard let slot = slotsByToken[done.token] else { continue }
+            slot.enqueued = false
+            work.append(callbackWork(slot, completed: done))
+        }
+        if isOutput && stopping {
+            if engine.reachedEnd.exchange(false, ordering: .acquiringAndReleasing) {
+                if let stream { stream.drain() } else { engine.drained.store(true, ordering: .releasing) }
+            }
+            if engine.drained.exchange(false, ordering: .acquiringAndReleasing) {
+                work += finishStop()
+            }
+        }
+        lock.unlock()
+        deliver(work, inline: inline)
+        return work.count
+    }
+
+    /// The user callback for a finished buffer (capture: converts the audio into it first).
+    /// Call with `lock` held.
+    private func callbackWork(_ slot: BufferSlot, completed: CompletedItem) -> CallbackWork {
+        let queueRef = ref
+        let buffer = slot.buffer
+        if isOutput {
+            switch callback {
+            case .outputProc(let proc, let userData): return CallbackWork { proc(userData, queueRef, buffer) }
+            case .outputBlock(let block): return CallbackWork { block(queueRef, buffer) }
+            default: return CallbackWork {}
+            }
+        }
+        pcm.encode(slot.staging, frames: completed.frames, into: buffer.pointee.mAudioData)
+        buffer.pointee.mAudioDataByteSize = UInt32(completed.frames * pcm.bytesPerFrame)
+        buffer.pointee.mPacketDescriptionCount = 0
+        var stamp = AudioTimeStamp()
+        stamp.mSampleTime = Double(completed.sampleTime)
+        stamp.mHostTime = completed.hostTime
+        stamp.mRateScalar = 1
+        stamp.mFlags = [.sampleTimeValid, .hostTimeValid, .rateScalarValid]
+        let packets = UInt32(completed.frames)
+        switch callback {
+        case .inputProc(let proc, let userData):
+            return CallbackWork { withUnsafePointer(to: stamp) { proc(userData, queueRef, buffer, $0, packets, nil) } }
+        case .inputBlock(let block):
+            return CallbackWork { withUnsafePointer(to: stamp) { block(queueRef, buffer, $0, packets, nil) } }
+        default: return CallbackWork {}
+        }
+    }
+
+    /// Listener calls for `id`. Call with `lock` held.
+    func listenerWork(_ id: AudioQueuePropertyID) -> [CallbackWork] {
+        let queueRef = ref
+        return listeners.filter { $0.id == id }.map { l in CallbackWork { l.proc(l.userData, queueRef, id) } }
+    }
+
+    private func setRunning(_ running: Bool) -> [CallbackWork] {
+        let value: UInt32 = running ? 1 : 0
+        guard value != isRunning else { return [] }
+        isRunning = value
+        return listenerWork(kAudioQueueProperty_IsRunning)
+    }
+
+    // MARK: Buffers
+
+    func allocateBuffer(byteSize: UInt32, packetDescriptions: UInt32) -> Result<AudioQueueBufferRef, StatusError> {
+        lock.lock()
+        defer { lock.unlock() }
+        if disposed { return .failure(StatusError(kAudioQueueErr_DisposalPending)) }
+        guard byteSize > 0 else { return .failure(StatusError(kAudio_ParamError)) }
+        guard slots.count < maximumBuffersPerQueue else { return .failure(StatusError(kAudio_MemFullError)) }
+        let frames = Int(byteSize) / pcm.bytesPerFrame
+        let data = UnsafeMutableRawPointer.allocate(byteCount: Int(byteSize), alignment: 16)
+        data.initializeMemory(as: UInt8.self, repeating: 0, count: Int(byteSize))
+        let packets: UnsafeMutablePointer<AudioStreamPacketDescription>? =
+            packetDescriptions > 0 ? .allocate(capacity: Int(packetDescriptions)) : nil
+        packets?.initialize(repeating: AudioStreamPacketDescription(), count: Int(packetDescriptions))
+        let buffer = AudioQueueBufferRef.allocate(capacity: 1)
+        buffer.initialize(to: AudioQueueBuffer(
+            mAudioDataBytesCapacity: byteSize, mAudioData: data, mAudioDataByteSize: 0, mUserData: nil,
+            mPacketDescriptionCapacity: packetDescriptions, mPacketDescriptions: packets, mPacketDescriptionCount: 0))
+        let staging = UnsafeMutablePointer<Float>.allocate(capacity: max(frames, 1) * pcm.channels)
+        staging.initialize(repeating: 0, count: max(frames, 1) * pcm.channels)
+        let slot = BufferSlot(token: nextToken, buffer: buffer, staging: staging, capacityFrames: frames)
+        nextToken += 1
+        slots[buffer] = slot
+        slotsByToken[slot.token] = slot
+        return .success(buffer)
+    }
+
+    func freeBuffer(_ buffer: AudioQueueBufferRef) -> OSStatus {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let slot = slots[buffer] else { return kAudioQueueErr_InvalidBuffer }
+        if slot.enqueued { return kAudioQueueErr_BufferInQueue }
+        slots[buffer] = nil
+        slotsByToken[slot.token] = nil
+        slot.free()
+        return noErr
+    }
+
+    func owns(_ buffer: AudioQueueBufferRef) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return slots[buffer] != nil
+    }
+
+    // MARK: Enqueue
+
+    struct EnqueueOptions {
+        var trimStart: UInt32 = 0
+        var trimEnd: UInt32 = 0
+        var parameters: UnsafeBufferPointer<AudioQueueParameterEvent> = UnsafeBufferPointer(start: nil, count: 0)
+        var startTime: AudioTimeStamp?
+    }
+
+    func enqueue(_ buffer: AudioQueueBufferRef, _ options: EnqueueOptions) -> Result<AudioTimeStamp, StatusError> {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let slot = slots[buffer] else { return .failure(StatusError(kAudioQueueErr_InvalidBuffer)) }
+        if disposed || disposeWhenStopped { return .failure(StatusError(kAudioQueueErr_DisposalPending)) }
+        if resetsInFlight.load(ordering: .acquiring) > 0 { return .failure(StatusError(kAudioQueueErr_EnqueueDuringReset)) }
+        if slot.enqueued { return .failure(StatusError(kAudioQueueErr_BufferEnqueuedTwice)) }
+
+        var item = QueueItem(token: slot.token, samples: slot.staging, frames: slot.capacityFrames, startSample: -1, pan: .nan)
+        var actual = AudioTimeStamp()
+        if isOutput {
+            let bytes = Int(buffer.pointee.mAudioDataByteSize)
+            if bytes == 0 { return .failure(StatusError(kAudioQueueErr_BufferEmpty)) }
+            guard bytes <= Int(buffer.pointee.mAudioDataBytesCapacity), bytes % pcm.bytesPerFrame == 0 else {
+                return .failure(StatusError(kAudio_ParamError))
+            }
+            let frames = bytes / pcm.bytesPerFrame
+            let trims = Int(options.trimStart) + Int(options.trimEnd)
+            guard trims <= frames else { return .failure(StatusError(kAudio_ParamError)) }
+            var gain: Float = 1
+            for event in options.parameters {
+                switch event.mID {
+                case kAudioQueueParam_Volume: gain = max(0, event.mValue)
+                case kAudioQueueParam_Pan: item.pan = min(max(event.mValue, -1), 1)
+                case kAudioQueueParam_VolumeRampTime: break
+                default: return .failure(StatusError(kAudioQueueErr_InvalidParameter))
+                }
+            }
+            item.frames = frames - trims
+            pcm.decode(buffer.pointee.mAudioData + Int(options.trimStart) * pcm.bytesPerFrame, frames: item.frames, into: slot.staging, gain: gain)
+            let earliest = max(scheduledEnd, currentSampleTime() ?? 0)
+            var start = earliest
+            if let requested = options.startTime, requested.mFlags.contains(.sampleTimeValid) {
+                item.startSample = Int64(requested.mSampleTime.rounded())
+                start = max(item.startSample, earliest)
+            }
+            scheduledEnd = start + Int64(item.frames)
+            actual.mSampleTime = Double(start)
+            actual.mFlags = [.sampleTimeValid]
+        }
+        guard engine.pending.push(item) else { return .failure(StatusError(kAudioQueueErr_BufferInQueue)) }
+        slot.enqueued = true
+        return .success(actual)
+    }
+
+    // MARK: Stream
+
+    /// The buffer duration to ask the server for: that of the smallest buffer, 2 ms … 1 s.
+    private var preferredBufferDuration: Double {
+        let frames = slots.values.map(\.capacityFrames).min() ?? Int(pcm.sampleRate / 50)
+        return Double(frames) / pcm.sampleRate
+    }
+
+    /// Opens the stream if there is none. Call with `lock` held.
+    func ensureStream(corked: Bool) -> OSStatus {
+        if stream != nil { return noErr }
+        do {
+            let backend = try HAL.backend()
+            var properties: [String: String] = ["media.name": "AudioQueue"]
+            if isOutput { properties["media.role"] = "music" }
+            let request = HALStreamRequest(
+                format: HALStreamFormat(sampleRate: pcm.sampleRate, channels: engine.streamChannels),
+                bufferDuration: preferredBufferDuration, name: isOutput ? "AudioQueue output" : "AudioQueue input",
+                properties: properties, startCorked: corked, device: deviceName)
+            stream = isOutput ? try backend.openOutput(request, source: engine) : try backend.openInput(request, sink: engine)
+            return noErr
+        } catch {
+            return error.kind == .noServer || error.kind == .deviceNotFound ? kAudioQueueErr_InvalidDevice : kAudioQueueErr_CannotStart
+        }
+    }
+
+    // MARK: Transport
+
+    func prime(frames: UInt32) -> Result<UInt32, StatusError> {
+        lock.lock()
+        defer { lock.unlock() }
+        if disposed { return .failure(StatusError(kAudioQueueErr_DisposalPending)) }
+        guard isOutput else { return .failure(StatusError(kAudioQueueErr_InvalidQueueType)) }
+        let status = ensureStream(corked: false)
+        guard status == noErr else { return .failure(StatusError(status)) }
+        let enqueued = slots.values.filter(\.enqueued).count
+        let ready = UInt32(clamping: enqueued > 0 ? Int(scheduledEnd - (currentSampleTime() ?? 0)) : 0)
+        return .success(frames == 0 ? ready : min(frames, ready))
+    }
+
+    func start(at startTime: AudioTimeStamp?) -> OSStatus {
+        lock.lock()
+        if disposed || disposeWhenStopped {
+            lock.unlock()
+            return kAudioQueueErr_DisposalPending
+        }
+        if paused {
+            paused = false
+            stream?.setCorked(false)
+            lock.unlock()
+            return noErr
+        }
+        if isRunning == 1 && !stopping {
+            lock.unlock()
+            return noErr
+        }
+        let status = ensureStream(corked: true)
+        guard status == noErr, let stream else {
+            lock.unlock()
+            return status
+        }
+        var target: UInt64 = 0
+        if let t = startTime {
+            if t.mFlags.contains(.hostTimeValid) {
+                target = t.mHostTime
+            } else if t.mFlags.contains(.sampleTimeValid), let now = stream.currentTime() {
+                let deviceRate = stream.device.sampleRate
+                let deviceNow = Double(now.sampleTime) * deviceRate / stream.format.sampleRate
+                target = now.hostTime &+ UInt64(max(0, (t.mSampleTime - deviceNow) / deviceRate * 1e9))
+            }
+        }
+        stopping = false
+        engine.stopWhenEmpty.store(false, ordering: .relaxed)
+        engine.startHostTime.store(target, ordering: .relaxed)
+        engine.armed.store(true, ordering: .releasing)
+        stream.setCorked(false)
+        let work = setRunning(true)
+        lock.unlock()
+        post(work)
+        return noErr
+    }
+
+    func pause() -> OSStatus {
+        lock.lock()
+        defer { lock.unlock() }
+        if disposed { return kAudioQueueErr_DisposalPending }
+        guard isRunning == 1, !paused else { return noErr }
+        paused = true
+        stream?.setCorked(true)
+        return noErr
+    }
+
+    /// Stops: immediately (drops what is queued and hands every buffer back through the callback),
+    /// or, for playback, after everything enqueued has played.
+    func stop(immediate: Bool) -> OSStatus {
+        lock.lock()
+        if disposed {
+            lock.unlock()
+            return kAudioQueueErr_DisposalPending
+        }
+        if !immediate && isOutput && isRunning == 1 && stream != nil && !paused {
+            stopping = true
+            engine.stopWhenEmpty.store(true, ordering: .releasing)
+            lock.unlock()
+            engine.wakeup.signal()
+            return noErr
+        }
+        let work = halt(restartTimeline: true) + setRunning(false)
+        let inline = offline != nil
+        lock.unlock()
+        deliverReset(work, inline: inline)
+        return noErr
+    }
+
+    /// Drops queued audio and hands the buffers back, keeping the queue's run state.
+    func reset() -> OSStatus {
+        lock.lock()
+        if disposed {
+            lock.unlock()
+            return kAudioQueueErr_DisposalPending
+        }
+        let wasArmed = engine.armed.load(ordering: .acquiring)
+        let running = isRunning == 1 && !stopping
+        var work = halt(restartTimeline: false)
+        if running && wasArmed {
+            engine.armed.store(true, ordering: .releasing)
+            if !paused { stream?.setCorked(false) }
+        } else if stopping {
+            work += setRunning(false)
+        }
+        let inline = offline != nil
+        lock.unlock()
+        deliverReset(work, inline: inline)
+        return noErr
+    }
+
+    /// Runs reset callbacks with enqueueing refused until they have run.
+    private func deliverReset(_ work: [CallbackWork], inline: Bool) {
+        guard !work.isEmpty else { return }
+        resetsInFlight.add(1, ordering: .acquiringAndReleasing)
+        let done = CallbackWork { [self] in resetsInFlight.subtract(1, ordering: .acquiringAndReleasing) }
+        deliver(work + [done], inline: inline)
+    }
+
+    /// Disarms the engine, empties the stream and takes back every buffer. Call with `lock` held.
+    private func halt(restartTimeline: Bool) -> [CallbackWork] {
+        engine.armed.store(false, ordering: .releasing)
+        engine.stopWhenEmpty.store(false, ordering: .relaxed)
+        engine.reachedEnd.store(false, ordering: .relaxed)
+        engine.drained.store(false, ordering: .relaxed)
+        stopping = false
+        paused = false
+        if offline == nil, let stream {
+            stream.setCorked(true)
+            if isOutput { stream.flush() }
+        }
+        let taken = stream.map { s in s.withCallbacksBlocked { engine.reclaim(restartTimeline: restartTimeline) } }
+            ?? engine.reclaim(restartTimeline: restartTimeline)
+        var work: [CallbackWork] = []
+        while let done = engine.completed.pop() {
+            guard let slot = slotsByToken[done.token] else { continue }
+            slot.enqueued = false
+            work.append(callbackWork(slot, completed: done))
+        }
+        if let partial = taken.partial, let slot = slotsByToken[partial.token] {
+            slot.enqueued = false
+            work.append(callbackWork(slot, completed: partial))
+        }
+        for token in taken.untouched {
+            guard let slot = slotsByToken[token] else { continue }
+            slot.enqueued = false
+            if isOutput { work.append(callbackWork(slot, completed: CompletedItem(token: token, frames: 0, sampleTime: 0, hostTime: 0))) }
+        }
+        if restartTimeline { scheduledEnd = 0 }
+        return work
+    }
+
+    /// Completes an asynchronous stop once the stream has drained. Call with `lock` held.
+    private func finishStop() -> [CallbackWork] {
+        stopping = false
+        engine.armed.store(false, ordering: .releasing)
+        engine.stopWhenEmpty.store(false, ordering: .relaxed)
+        if offline == nil { stream?.setCorked(true) }
+        _ = stream.map { s in s.withCallbacksBlocked { engine.reclaim(restartTimeline: true) } }
+        scheduledEnd = 0
+        let work = setRunning(false)
+        if disposeWhenStopped {
+            return work + [CallbackWork { [self] in _ = dispose(immediate: true) }]
+        }
+        return work
+    }
+
+    /// Tears the queue down. Immediate: now, with no further callbacks. Otherwise after every
+    /// enqueued buffer has played.
+    func dispose(immediate: Bool) -> OSStatus {
+        lock.lock()
+        if disposed {
+            lock.unlock()
+            return noErr
+        }
+        if !immediate && isOutput && isRunning == 1 && stream != nil {
+            disposeWhenStopped = true
+            stopping = true
+            engine.stopWhenEmpty.store(true, ordering: .releasing)
+            lock.unlock()
+            engine.wakeup.signal()
+            return noErr
+        }
+        disposed = true
+        engine.armed.store(false, ordering: .releasing)
+        let stream = self.stream
+        self.stream = nil
+        lock.unlock()
+        stream?.close()
+        alive.store(false, ordering: .releasing)
+        engine.wakeup.signal()
+        if !isCallbackThread { threadDone.wait(timeout: 5) }
+        AudioQueueRegistry.remove(self)
+        return noErr
+    }
+
+    // MARK: Time
+
+    /// The queue sample time being heard (or captured) now, from the engine's anchor.
+    func currentSampleTime() -> Int64? {
+        guard let anchor = engine.anchor.load() else { return nil }
+        if offline != nil { return anchor.sampleTime }
+        let now = hostNow()
+        let elapsed = now > anchor.hostTime ? Double(now - anchor.hostTime) : -Double(anchor.hostTime - now)
+        return max(0, anchor.sampleTime + Int64(elapsed * pcm.sampleRate / 1e9))
+    }
+
+    // MARK: Offline rendering
+
+    func setOfflineRenderFormat(_ renderFormat: AudioStreamBasicDescription?) -> OSStatus {
+        lock.lock()
+        defer { lock.unlock() }
+        guard isOutput else { return kAudioQueueErr_InvalidQueueType }
+        if isRunning == 1 { return kAudioQueueErr_InvalidRunState }
+        offline?.stream.close()
+        offline = nil
+        stream?.close()
+        stream = nil
+        engine.signalsWakeup.store(true, ordering: .relaxed)
+        engine.streamChannels = pcm.channels == 1 ? 2 : pcm.channels
+        guard let renderFormat else { return noErr }
+        guard let render = LinearPCMFormat(renderFormat) else { return kAudioFormatUnsupportedDataFormatError }
+        // Offline rendering does not resample: the render rate must be the queue's.
+        guard render.sampleRate == pcm.sampleRate else { return kAudioFormatUnsupportedDataFormatError }
+        engine.streamChannels = render.channels
+        engine.signalsWakeup.store(false, ordering: .relaxed)
+        let backend = VirtualBackend(sampleRate: pcm.sampleRate, channels: render.channels)
+        let request = HALStreamRequest(
+            format: HALStreamFormat(sampleRate: pcm.sampleRate, channels: render.channels),
+            bufferDuration: preferredBufferDuration, name: "offline", startCorked: true)
+        guard let virtual = try? backend.openOutput(request, source: engine) as? VirtualStream else {
+            return kAudioQueueErr_CannotStart
+        }
+        offline = (virtual, render)
+        stream = virtual
+        return noErr
+    }
+
+    func offlineRender(into buffer: AudioQueueBufferRef, frames: Int) -> OSStatus {
+        lock.lock()
+        guard let offline else {
+            lock.unlock()
+            return kAudioQueueErr_InvalidOfflineMode
+        }
+        guard slots[buffer] != nil else {
+            lock.unlock()
+            return kAudioQueueErr_InvalidBuffer
+        }
+        guard frames * offline.format.bytesPerFrame <= Int(buffer.pointee.mAudioDataBytesCapacity) else {
+            lock.unlock()
+            return kAudio_ParamError
+        }
+        lock.unlock()
+        if frames > 0 {
+            var samples = [Float](repeating: 0, count: frames * offline.format.channels)
+            samples.withUnsafeMutableBufferPointer { p in
+                offline.stream.render(into: p.baseAddress!, frames: frames)
+                offline.format.encode(p.baseAddress!, frames: frames, into: buffer.pointee.mAudioData)
+            }
+        }
+        buffer.pointee.mAudioDataByteSize = UInt32(frames * offline.format.bytesPerFrame)
+        // Callbacks for the buffers this render finished run now, on the caller's thread, so that
+        // offline rendering is deterministic.
+        while collectCompletions(inline: true) > 0 {}
+        return noErr
+    }
+
+    // MARK: Metering
+
+    /// Levels since the last read (linear), or the last levels when nothing played since.
+    func readMeters() -> [AudioQueueLevelMeterState] {
+        lock.lock()
+        defer { lock.unlock() }
+        var frames = 0
+        var peak = [Float](repeating: 0, count: pcm.channels)
+        var sum = [Float](repeating: 0, count: pcm.channels)
+        while var block = engine.meters.pop() {
+            frames += block.frames
+            withUnsafeBytes(of: &block.peak) { p in
+                withUnsafeBytes(of: &block.sumSquares) { s in
+                    for c in 0..<min(pcm.channels, 8) {
+                        peak[c] = max(peak[c], p.load(fromByteOffset: c * 4, as: Float.self))
+                        sum[c] += s.load(fromByteOffset: c * 4, as: Float.self)
+                    }
+                }
+            }
+        }
+        if frames > 0 {
+            lastMeters = (0..<pcm.channels).map { c in
+                AudioQueueLevelMeterState(mAveragePower: (sum[c] / Float(frames)).squareRoot(), mPeakPower: peak[c])
+            }
+        }
+        return lastMeters
+    }
+}
+
+/// The queues alive in this process, so that a stale or foreign ``AudioQueueRef`` gets an error
+/// instead of a crash.
+enum AudioQueueRegistry {
+    private static let live = Mutex<[UInt: AudioQueueObject]>([:])
+
+    private static func key(_ ref: AudioQueueRef) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(ref))) }
+    static func add(_ queue: AudioQueueObject) { live.withLock { $0[key(queue.ref)] = queue } }
+    static func remove(_ queue: AudioQueueObject) { _ = live.withLock { $0.removeValue(forKey: key(queue.ref)) } }
+    static func lookup(_ ref: AudioQueueRef?) -> AudioQueueObject? {
+        guard let ref else { return nil }
+        return live.withLock { $0[key(ref)] }
+    }
+}

@@ -1,0 +1,20 @@
+// Counts heap allocations made by one chosen thread, for tests that hold the server thread's
+// allocation count at zero (in the spirit of swift-nio's allocation-counter tests).
+//
+// Linking this target into a test binary replaces malloc and friends for the whole process with
+// thin wrappers around glibc's own (__libc_malloc…). The wrappers forward every call; when the
+// calling thread is the watched one they also bump an atomic counter.
+#ifndef OPENAVF_CALLOCCOUNTER_H
+#define OPENAVF_CALLOCCOUNTER_H
+#include <stdint.h>
+#include <pthread.h>
+
+/// Watch `thread` (replaces any earlier one) and reset the count to zero.
+void openavf_alloc_watch_thread(pthread_t thread);
+/// Stop watching.
+void openavf_alloc_unwatch(void);
+/// Allocations (malloc, calloc, realloc, memalign family) by the watched thread since watching began.
+int64_t openavf_alloc_count(void);
+/// 1 when this binary's malloc is the counting one (the interposition took effect).
+int openavf_alloc_counter_active(void);
+#endif
