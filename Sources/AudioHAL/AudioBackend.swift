@@ -49,10 +49,11 @@ package struct HALRenderTime: Sendable {
 
 /// Produces a playback stream's samples.
 ///
-/// Called on the server thread. The implementation must fill all `frames` frames (silence where it
-/// has nothing) and must not allocate, lock a contended lock, log, or call user code.
+/// Called on the server thread. The implementation fills `frames` frames (silence where it has
+/// nothing) and returns how many the stream should play: fewer only when the source has ended, so
+/// that a drain can complete. It must not allocate, lock a contended lock, log, or call user code.
 package protocol HALRenderSource: AnyObject, Sendable {
-    func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime)
+    func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int
     /// The stream drained after ``HALStream/drain()``: every frame written has been played.
     /// Server thread; same rules as `render`.
     func streamDidDrain()

@@ -134,11 +134,16 @@ final class PulseStream: HALStream, @unchecked Sendable {
             let now = hostNow()
             let ahead: UInt64 = pa_stream_get_latency(stream, &latency, &negative) == 0 && negative == 0
                 ? latency * 1000 : UInt64(grantedBufferDuration * 1e9)
-            playback.render(
+            let produced = playback.render(
                 data.assumingMemoryBound(to: Float.self), frames: frames,
                 time: HALRenderTime(sampleTime: position, hostTime: now &+ ahead))
-            pa_stream_write(stream, data, size, nil, 0, PA_SEEK_RELATIVE)
-            position += Int64(frames)
+            guard produced > 0 else {
+                pa_stream_cancel_write(stream)
+                return
+            }
+            pa_stream_write(stream, data, produced * frameBytes, nil, 0, PA_SEEK_RELATIVE)
+            position += Int64(produced)
+            if produced < frames { return }
             remaining -= size
         }
     }

@@ -106,7 +106,8 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
                 output.update(repeating: 0, count: frames * format.channels)
                 return
             }
-            source.render(output, frames: frames, time: HALRenderTime(sampleTime: position, hostTime: UInt64(Double(position) * 1e9 / format.sampleRate)))
+            let produced = source.render(output, frames: frames, time: HALRenderTime(sampleTime: position, hostTime: UInt64(Double(position) * 1e9 / format.sampleRate)))
+            if produced < frames { (output + produced * format.channels).update(repeating: 0, count: (frames - produced) * format.channels) }
             position += Int64(frames)
             if draining.exchange(false, ordering: .relaxed) { source.streamDidDrain() }
         }

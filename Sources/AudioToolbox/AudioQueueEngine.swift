@@ -107,22 +107,23 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
 
     // MARK: Playback (server thread)
 
-    func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) {
+    func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int {
         let sc = streamChannels
         var written = 0
+        var produced = frames
         var signal = false
         defer {
             if written < frames { (output + written * sc).update(repeating: 0, count: (frames - written) * sc) }
-            if metering.load(ordering: .relaxed) { measure(output, frames: frames, channels: sc) }
+            if metering.load(ordering: .relaxed) { measure(output, frames: produced, channels: sc) }
             if signal { notify() }
         }
-        guard armed.load(ordering: .acquiring) else { return }
+        guard armed.load(ordering: .acquiring) else { return frames }
         let nanosPerFrame = 1e9 / sampleRate
         if !started {
             let target = startHostTime.load(ordering: .relaxed)
             if target > time.hostTime {
                 let wait = Int(Double(target - time.hostTime) / nanosPerFrame)
-                if wait >= frames { return }
+                if wait >= frames { return frames }
                 written = wait
             }
             started = true
@@ -162,10 +163,12 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
         }
         if written < frames {
             let idle = frames - written
-            sampleTime += Int64(idle)
             if stopWhenEmpty.load(ordering: .relaxed) {
+                // Ended: play only what was written, so that the stream can drain.
+                produced = written
                 if !reachedEnd.exchange(true, ordering: .acquiringAndReleasing) { signal = true }
             } else {
+                sampleTime += Int64(idle)
                 starvedFrames.add(idle, ordering: .relaxed)
                 if !starving {
                     starving = true
@@ -173,6 +176,7 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
                 }
             }
         }
+        return produced
     }
 
     func streamDidDrain() {

@@ -1,0 +1,117 @@
+import Foundation
+#if canImport(Glibc)
+public import Glibc
+#endif
+
+/// A child process started with `posix_spawn` and reaped with `waitpid`.
+///
+/// Foundation's `Process` on Linux was seen here to miss a child's exit while another child (the
+/// private server) runs, so the test tools spawn directly. Pipes are created close-on-exec, so no
+/// child inherits another's.
+public final class ChildProcess: @unchecked Sendable {
+    public let pid: pid_t
+    private var status: Int32?
+    private let lock = NSLock()
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// What to connect a standard stream to.
+    public enum Stream {
+        case inherit
+        case null
+        case file(String)
+        case descriptor(Int32)
+    }
+
+    public init(_ path: String, _ arguments: [String], environment: [String: String], stdin: Stream = .null, stdout: Stream = .null, stderr: Stream = .null) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for (fd, stream) in [(Int32(0), stdin), (1, stdout), (2, stderr)] {
+            switch stream {
+            case .inherit: break
+            case .null: posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
+            case .file(let file): posix_spawn_file_actions_addopen(&actions, fd, file, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            case .descriptor(let d): posix_spawn_file_actions_adddup2(&actions, d, fd)
+            }
+        }
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, path, &actions, nil, argv, envp)
+        guard rc == 0 else { throw Failure(description: "cannot start \(path): \(String(cString: strerror(rc)))") }
+        pid = child
+    }
+
+    /// Whether the child is still running (reaps it if it has exited).
+    public var isRunning: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if status != nil { return false }
+        var s: Int32 = 0
+        if waitpid(pid, &s, WNOHANG) == pid {
+            status = s
+            return false
+        }
+        return true
+    }
+
+    /// Waits for the child to exit and returns its exit code (128 + signal when killed).
+    @discardableResult
+    public func wait() -> Int32 {
+        lock.lock()
+        defer { lock.unlock() }
+        if status == nil {
+            var s: Int32 = 0
+            while waitpid(pid, &s, 0) < 0 && errno == EINTR {}
+            status = s
+        }
+        let s = status!
+        return (s & 0x7F) == 0 ? (s >> 8) & 0xFF : 128 + (s & 0x7F)
+    }
+
+    /// Sends `signal` (SIGTERM by default) and waits for the exit.
+    @discardableResult
+    public func terminate(_ signal: Int32 = SIGTERM) -> Int32 {
+        if isRunning { kill(pid, signal) }
+        return wait()
+    }
+
+    /// Runs `path` to completion and returns its standard output; throws with its standard error
+    /// when it fails.
+    public static func run(_ path: String, _ arguments: [String], environment: [String: String], scratch: String) throws -> String {
+        let out = scratch + ".out", err = scratch + ".err"
+        defer {
+            unlink(out)
+            unlink(err)
+        }
+        let child = try ChildProcess(path, arguments, environment: environment, stdout: .file(out), stderr: .file(err))
+        let code = child.wait()
+        let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        guard code == 0 else {
+            let message = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+            throw Failure(description: "\(path) \(arguments.joined(separator: " ")) exited with \(code): \(message)")
+        }
+        return output
+    }
+}
+
+/// A pipe whose ends are close-on-exec (a child gets one end by `dup2`).
+public struct CloseOnExecPipe {
+    public let read: Int32
+    public let write: Int32
+    public init() throws {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw ChildProcess.Failure(description: "pipe failed") }
+        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+        read = fds[0]
+        write = fds[1]
+    }
+}

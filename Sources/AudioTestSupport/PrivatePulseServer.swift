@@ -1,0 +1,126 @@
+public import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A private PulseAudio server, started and stopped by the project itself for tests, the benchmark
+/// and the headless demo.
+///
+/// Own runtime directory; `-n` with explicit modules: the native protocol on a socket in that
+/// directory, a null sink `speaker` (the default sink, so its monitor is what a listener hears), a
+/// null sink `micfeed` whose monitor is the default source (play a known signal into `micfeed` and
+/// it arrives at "the microphone"), and module-role-cork. The server exits by itself
+/// (`--exit-idle-time`) if its owner dies without stopping it.
+public final class PrivatePulseServer: @unchecked Sendable {
+    public let directory: URL
+    public var socketPath: String { directory.appendingPathComponent("native").path }
+    /// The libpulse server string: `unix:<socket>`.
+    public var serverString: String { "unix:\(socketPath)" }
+    public let sampleRate: Int
+    private var process: ChildProcess?
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Starts a server; returns once it answers `pactl info`, or throws after `timeout` seconds.
+    public init(sampleRate: Int = 48000, timeout: Double = 10) throws {
+        self.sampleRate = sampleRate
+        let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("openavf-pulse-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        directory = dir
+        let script = """
+            load-module module-native-protocol-unix auth-anonymous=1 socket=\(dir.appendingPathComponent("native").path)
+            load-module module-null-sink sink_name=speaker rate=\(sampleRate) channels=2 format=float32le sink_properties=device.description=Speaker
+            load-module module-null-sink sink_name=micfeed rate=\(sampleRate) channels=1 format=float32le sink_properties=device.description=MicFeed
+            load-module module-role-cork
+            set-default-sink speaker
+            set-default-source micfeed.monitor
+
+            """
+        let config = dir.appendingPathComponent("default.pa")
+        try script.write(to: config, atomically: true, encoding: .utf8)
+        let pulseaudio = Self.which("pulseaudio")
+        guard let pulseaudio else { throw Failure(description: "pulseaudio is not installed (apt-get install pulseaudio)") }
+        var env = ProcessInfo.processInfo.environment
+        env["HOME"] = dir.path
+        env["XDG_RUNTIME_DIR"] = dir.path
+        env["PULSE_RUNTIME_PATH"] = dir.appendingPathComponent("runtime").path
+        env["PULSE_STATE_PATH"] = dir.appendingPathComponent("state").path
+        env["PULSE_SERVER"] = nil
+        let p = try ChildProcess(pulseaudio, [
+            "-n", "-F", config.path, "--daemonize=no", "--exit-idle-time=20", "--use-pid-file=no",
+            "--disallow-exit=no", "--log-target=file:\(dir.appendingPathComponent("server.log").path)", "--log-level=notice",
+            "--realtime=no", "--high-priority=no",
+        ], environment: env)
+        process = p
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while (try? pactl(["info"])) == nil {
+            guard p.isRunning, Date() < deadline else {
+                stop()
+                let log = (try? String(contentsOf: dir.appendingPathComponent("server.log"), encoding: .utf8)) ?? ""
+                throw Failure(description: "the private PulseAudio server did not come up:\n\(log)")
+            }
+            usleep(20_000)
+        }
+    }
+
+    deinit { stop() }
+
+    /// Stops the server and removes its directory.
+    public func stop() {
+        process?.terminate()
+        process = nil
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// The environment a child process needs to use this server.
+    public var environment: [String: String] {
+        var env = ProcessInfo.processInfo.environment
+        env["PULSE_SERVER"] = serverString
+        return env
+    }
+
+    /// Points this process's libpulse at the server (sets `PULSE_SERVER`). Call before the first
+    /// audio queue opens a stream.
+    public func makeDefaultForThisProcess() {
+        setenv("PULSE_SERVER", serverString, 1)
+    }
+
+    /// Runs `pactl` against this server and returns its output.
+    @discardableResult
+    public func pactl(_ arguments: [String]) throws -> String {
+        try run("pactl", arguments)
+    }
+
+    /// Runs a tool (pactl, pacat, parec…) against this server and returns its standard output.
+    @discardableResult
+    public func run(_ tool: String, _ arguments: [String]) throws -> String {
+        guard let path = Self.which(tool) else { throw Failure(description: "\(tool) is not installed") }
+        return try ChildProcess.run(path, arguments, environment: environment, scratch: directory.appendingPathComponent("tool-\(UInt32.random(in: 0...UInt32.max))").path)
+    }
+
+    /// The absolute path of `tool` on `PATH`.
+    public static func which(_ tool: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for dir in path.split(separator: ":") {
+            let candidate = "\(dir)/\(tool)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+
+    /// The server this process should use: the machine's own when one answers, else a private one
+    /// (returned, so the caller keeps it alive). `announce` receives a line saying which.
+    public static func serverForThisProcess(announce: (String) -> Void) throws -> PrivatePulseServer? {
+        if let pactl = which("pactl"),
+            (try? ChildProcess.run(pactl, ["info"], environment: ProcessInfo.processInfo.environment, scratch: NSTemporaryDirectory() + "openavf-probe-\(getpid())")) != nil {
+            announce("Using the sound server this machine runs.")
+            return nil
+        }
+        let server = try PrivatePulseServer()
+        server.makeDefaultForThisProcess()
+        announce("No sound server answers here (a headless machine); started a private PulseAudio server at \(server.serverString).")
+        return server
+    }
+}

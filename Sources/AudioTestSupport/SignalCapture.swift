@@ -1,0 +1,99 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Records a source of a ``PrivatePulseServer`` with `parec` (an independent, real client) into
+/// memory, as interleaved 32-bit float.
+public final class SignalCapture: @unchecked Sendable {
+    public let sampleRate: Int
+    public let channels: Int
+    private let child: ChildProcess
+    private let lock = NSLock()
+    private var bytes = Data()
+    private let done = DispatchSemaphore(value: 0)
+
+    /// Starts capturing `device` (a source name such as `speaker.monitor`); returns once data flows.
+    public init(server: PrivatePulseServer, device: String, sampleRate: Int = 48000, channels: Int = 1, latencyMsec: Int = 10) throws {
+        self.sampleRate = sampleRate
+        self.channels = channels
+        guard let parec = PrivatePulseServer.which("parec") else { throw PrivatePulseServer.Failure(description: "parec is not installed") }
+        let pipe = try CloseOnExecPipe()
+        child = try ChildProcess(parec, [
+            "--device=\(device)", "--raw", "--format=float32le", "--rate=\(sampleRate)", "--channels=\(channels)",
+            "--latency-msec=\(latencyMsec)",
+        ], environment: server.environment, stdout: .descriptor(pipe.write))
+        close(pipe.write)
+        let fd = pipe.read
+        Thread { [self] in
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n <= 0 { break }
+                lock.lock()
+                bytes.append(contentsOf: chunk[0..<n])
+                lock.unlock()
+            }
+            close(fd)
+            done.signal()
+        }.start()
+        try waitFor(frames: sampleRate / 100, timeout: 5)
+    }
+
+    /// Frames captured so far.
+    public var frameCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return bytes.count / (4 * channels)
+    }
+
+    /// Waits until at least `frames` frames have arrived; throws after `timeout` seconds.
+    public func waitFor(frames: Int, timeout: Double) throws {
+        guard waitUntil(timeout: timeout, { frameCount >= frames }) else {
+            throw PrivatePulseServer.Failure(description: "capture stalled at \(frameCount) frames")
+        }
+    }
+
+    /// Stops `parec` and returns everything captured, channel by channel.
+    public func stop() -> [[Float]] {
+        child.terminate()
+        _ = done.wait(timeout: .now() + 5)
+        return samples()
+    }
+
+    /// The samples captured so far, channel by channel.
+    public func samples() -> [[Float]] {
+        lock.lock()
+        let data = bytes
+        lock.unlock()
+        let frames = data.count / (4 * channels)
+        var result = Array(repeating: [Float](repeating: 0, count: frames), count: channels)
+        data.withUnsafeBytes { raw in
+            for f in 0..<frames {
+                for c in 0..<channels {
+                    result[c][f] = raw.loadUnaligned(fromByteOffset: (f * channels + c) * 4, as: Float.self)
+                }
+            }
+        }
+        return result
+    }
+}
+
+/// Plays interleaved float samples into a sink of a ``PrivatePulseServer`` with `pacat`.
+public final class SignalPlayer: @unchecked Sendable {
+    private let child: ChildProcess
+
+    public init(server: PrivatePulseServer, device: String, samples: [Float], sampleRate: Int, channels: Int = 1, properties: [String: String] = [:]) throws {
+        guard let pacat = PrivatePulseServer.which("pacat") else { throw PrivatePulseServer.Failure(description: "pacat is not installed") }
+        let file = server.directory.appendingPathComponent("play-\(UInt32.random(in: 0...UInt32.max)).raw").path
+        try samples.withUnsafeBufferPointer { Data(buffer: $0) }.write(to: URL(fileURLWithPath: file))
+        child = try ChildProcess(pacat, [
+            "--playback", "--device=\(device)", "--raw", "--format=float32le", "--rate=\(sampleRate)", "--channels=\(channels)",
+            "--latency-msec=20", file,
+        ] + properties.map { "--property=\($0.key)=\($0.value)" }, environment: server.environment)
+    }
+
+    /// Waits for `pacat` to finish playing (it drains before exiting).
+    public func waitUntilDone() { child.wait() }
+    public func stop() { child.terminate() }
+}

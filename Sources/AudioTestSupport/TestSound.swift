@@ -1,0 +1,37 @@
+import Foundation
+
+/// The one private server a test process shares: started on first use, pointed to by
+/// `PULSE_SERVER` for this process, and stopped when the process exits.
+public enum TestSound {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var shared: PrivatePulseServer?
+
+    public static func server() throws -> PrivatePulseServer {
+        lock.lock()
+        defer { lock.unlock() }
+        if let shared { return shared }
+        let server = try PrivatePulseServer()
+        server.makeDefaultForThisProcess()
+        shared = server
+        atexit { TestSound.stopShared() }
+        return server
+    }
+
+    private static func stopShared() {
+        lock.lock()
+        let server = shared
+        shared = nil
+        lock.unlock()
+        server?.stop()
+    }
+}
+
+/// Waits until `condition` holds, checking every millisecond; `false` after `timeout` seconds.
+public func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date(timeIntervalSinceNow: timeout)
+    while !condition() {
+        if Date() >= deadline { return false }
+        usleep(1000)
+    }
+    return true
+}
