@@ -22,6 +22,9 @@ final class PulseStream: HALStream, @unchecked Sendable {
     private let xruns = Atomic<Int>(0)
     private(set) var grantedBufferDuration: Double = 0
     private var selfReference: Unmanaged<PulseStream>?
+    /// The pending `pa_stream_drain`, kept so that `close` can cancel it (libpulse may otherwise
+    /// call back into a freed stream). Guarded by the main loop lock.
+    private var drainOperation: OpaquePointer?
 
     init(backend: PulseBackend, request: HALStreamRequest, playback: (any HALRenderSource)?, capture: (any HALCaptureSink)?) throws(HALError) {
         self.backend = backend
@@ -217,11 +220,20 @@ final class PulseStream: HALStream, @unchecked Sendable {
     func drain() {
         backend.locked {
             guard let stream, let ud = selfReference?.toOpaque() else { return }
-            if let op = pa_stream_drain(stream, { _, _, ud in
+            cancelDrain()
+            drainOperation = pa_stream_drain(stream, { _, success, ud in
+                guard success != 0 else { return }
                 Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().playback?.streamDidDrain()
-            }, ud) {
-                pa_operation_unref(op)
-            }
+            }, ud)
+        }
+    }
+
+    /// Call with the main loop lock held.
+    private func cancelDrain() {
+        if let op = drainOperation {
+            pa_operation_cancel(op)
+            pa_operation_unref(op)
+            drainOperation = nil
         }
     }
 
@@ -231,6 +243,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
 
     func close() {
         backend.locked {
+            cancelDrain()
             if let s = stream {
                 pa_stream_set_state_callback(s, nil, nil)
                 pa_stream_set_write_callback(s, nil, nil)

@@ -70,7 +70,8 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
 /// A stream of the ``VirtualBackend``. Rendering runs on the caller's thread under the stream's
 /// lock, which ``withCallbacksBlocked(_:)`` takes too.
 package final class VirtualStream: HALStream, @unchecked Sendable {
-    unowned let backend: VirtualBackend
+    /// Strong: the stream keeps its backend alive; ``close()`` breaks the cycle.
+    let backend: VirtualBackend
     package let format: HALStreamFormat
     package let grantedBufferDuration: Double
     package var device: HALDeviceInfo { backend.device }

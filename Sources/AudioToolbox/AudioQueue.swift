@@ -195,8 +195,11 @@ public func AudioQueueStop(_ inAQ: AudioQueueRef, _ inImmediate: Bool) -> OSStat
     return queue.stop(immediate: inImmediate)
 }
 
-/// Pauses; ``AudioQueueStart(_:_:)`` resumes where it left off. The corresponding PulseAudio call
-/// is `pa_stream_cork`.
+/// Pauses; ``AudioQueueStart(_:_:)`` resumes at the very next frame, with nothing lost or repeated.
+///
+/// On Linux the queue stops consuming its buffers at once and the server stream plays silence;
+/// what the server already holds (at most the stream's buffer duration) is heard first. The
+/// stream is not corked, because the server would then rewind and replay or drop a little audio.
 @discardableResult
 public func AudioQueuePause(_ inAQ: AudioQueueRef) -> OSStatus {
     guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }

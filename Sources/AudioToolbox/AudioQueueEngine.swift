@@ -63,6 +63,10 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
 
     // Control → server thread.
     let armed = Atomic<Bool>(false)
+    /// Paused: playback renders silence and capture discards input, without consuming buffers or
+    /// advancing the timeline, so that resuming continues at the very next frame. (Corking the
+    /// server stream instead lets the server rewind and replay or drop a few milliseconds.)
+    let paused = Atomic<Bool>(false)
     let startHostTime = Atomic<UInt64>(0)
     let volumeBits = Atomic<UInt32>(Float(1).bitPattern)
     let rampTimeBits = Atomic<UInt32>(Float(0).bitPattern)
@@ -117,7 +121,7 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
             if metering.load(ordering: .relaxed) { measure(output, frames: produced, channels: sc) }
             if signal { notify() }
         }
-        guard armed.load(ordering: .acquiring) else { return frames }
+        guard armed.load(ordering: .acquiring), !paused.load(ordering: .acquiring) else { return frames }
         let nanosPerFrame = 1e9 / sampleRate
         if !started {
             let target = startHostTime.load(ordering: .relaxed)
@@ -239,7 +243,7 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
         var consumed = 0
         var signal = false
         defer { if signal { notify() } }
-        guard armed.load(ordering: .acquiring) else { return }
+        guard armed.load(ordering: .acquiring), !paused.load(ordering: .acquiring) else { return }
         if metering.load(ordering: .relaxed) { measure(input, frames: frames, channels: qc) }
         let nanosPerFrame = 1e9 / sampleRate
         anchor.store(sampleTime: sampleTime, hostTime: time.hostTime)

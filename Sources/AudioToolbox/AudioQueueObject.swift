@@ -338,10 +338,13 @@ final class AudioQueueObject: @unchecked Sendable {
 
     // MARK: Stream
 
-    /// The buffer duration to ask the server for: that of the smallest buffer, 2 ms … 1 s.
+    /// The buffer duration to ask the server for: that of the smallest buffer (so a recording
+    /// queue's callbacks come once per buffer), at most 100 ms for playback, where the queue's
+    /// own buffers already hold the audio ahead.
     private var preferredBufferDuration: Double {
         let frames = slots.values.map(\.capacityFrames).min() ?? Int(pcm.sampleRate / 50)
-        return Double(frames) / pcm.sampleRate
+        let duration = Double(frames) / pcm.sampleRate
+        return isOutput ? min(duration, 0.1) : duration
     }
 
     /// Opens the stream if there is none. Call with `lock` held.
@@ -384,7 +387,7 @@ final class AudioQueueObject: @unchecked Sendable {
         }
         if paused {
             paused = false
-            stream?.setCorked(false)
+            engine.paused.store(false, ordering: .releasing)
             lock.unlock()
             return noErr
         }
@@ -424,7 +427,7 @@ final class AudioQueueObject: @unchecked Sendable {
         if disposed { return kAudioQueueErr_DisposalPending }
         guard isRunning == 1, !paused else { return noErr }
         paused = true
-        stream?.setCorked(true)
+        engine.paused.store(true, ordering: .releasing)
         return noErr
     }
 
@@ -458,11 +461,14 @@ final class AudioQueueObject: @unchecked Sendable {
             return kAudioQueueErr_DisposalPending
         }
         let wasArmed = engine.armed.load(ordering: .acquiring)
+        let wasPaused = paused
         let running = isRunning == 1 && !stopping
         var work = halt(restartTimeline: false)
         if running && wasArmed {
+            paused = wasPaused
+            engine.paused.store(wasPaused, ordering: .releasing)
             engine.armed.store(true, ordering: .releasing)
-            if !paused { stream?.setCorked(false) }
+            stream?.setCorked(false)
         } else if stopping {
             work += setRunning(false)
         }
@@ -488,6 +494,7 @@ final class AudioQueueObject: @unchecked Sendable {
         engine.drained.store(false, ordering: .relaxed)
         stopping = false
         paused = false
+        engine.paused.store(false, ordering: .releasing)
         if offline == nil, let stream {
             stream.setCorked(true)
             if isOutput { stream.flush() }
@@ -562,7 +569,7 @@ final class AudioQueueObject: @unchecked Sendable {
     /// The queue sample time being heard (or captured) now, from the engine's anchor.
     func currentSampleTime() -> Int64? {
         guard let anchor = engine.anchor.load() else { return nil }
-        if offline != nil { return anchor.sampleTime }
+        if offline != nil || engine.paused.load(ordering: .relaxed) { return anchor.sampleTime }
         let now = hostNow()
         let elapsed = now > anchor.hostTime ? Double(now - anchor.hostTime) : -Double(anchor.hostTime - now)
         return max(0, anchor.sampleTime + Int64(elapsed * pcm.sampleRate / 1e9))

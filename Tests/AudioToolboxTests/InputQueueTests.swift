@@ -1,0 +1,87 @@
+import AudioTestSupport
+import AudioToolbox
+import Foundation
+import XCTest
+
+/// Collects what an input queue delivers: samples, and when each callback arrived.
+final class RecordingSink: @unchecked Sendable {
+    let lock = NSLock()
+    var samples: [Float] = []
+    var arrivals: [UInt64] = []
+    var stamps: [AudioTimeStamp] = []
+    var keepGoing = true
+
+    var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    static let callback: AudioQueueInputCallback = { userData, queue, buffer, start, packets, _ in
+        let me = Unmanaged<RecordingSink>.fromOpaque(userData!).takeUnretainedValue()
+        let now = AudioGetCurrentHostTime()
+        let frames = Int(buffer.pointee.mAudioDataByteSize) / 2
+        let data = buffer.pointee.mAudioData.assumingMemoryBound(to: Int16.self)
+        me.lock.lock()
+        me.arrivals.append(now)
+        me.stamps.append(start.pointee)
+        for i in 0..<frames { me.samples.append(Float(data[i]) / 32768) }
+        let again = me.keepGoing
+        me.lock.unlock()
+        if again { AudioQueueEnqueueBuffer(queue, buffer, 0, nil) }
+    }
+
+    var callbackCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return arrivals.count
+    }
+}
+
+/// Integration: recording queues on the private PulseAudio server, fed through `micfeed`.
+final class InputQueueTests: XCTestCase {
+    func testRecordsKnownSignalWithRegularCallbacks() throws {
+        let server = try TestSound.server()
+        let rate = 44100.0
+        var format = lpcm(rate: rate, channels: 1)
+        let sink = RecordingSink()
+        var queue: AudioQueueRef?
+        XCTAssertEqual(AudioQueueNewInput(&format, RecordingSink.callback, sink.context, nil, nil, 0, &queue), noErr)
+        let q = try XCTUnwrap(queue)
+        for _ in 0..<4 {
+            var buffer: AudioQueueBufferRef?
+            XCTAssertEqual(AudioQueueAllocateBuffer(q, UInt32(0.030 * rate) * 2, &buffer), noErr)
+            XCTAssertEqual(AudioQueueEnqueueBuffer(q, buffer!, 0, nil), noErr)
+        }
+        XCTAssertEqual(AudioQueueStart(q, nil), noErr)
+        XCTAssertTrue(waitUntil(timeout: 5) { sink.callbackCount >= 10 }, "no input callbacks")
+
+        let source = SignalAnalysis.chirp(from: 200, to: 4000, sampleRate: rate, seconds: 2)
+        let player = try SignalPlayer(server: server, device: "micfeed", samples: source, sampleRate: Int(rate))
+        player.waitUntilDone()
+        let target = sink.callbackCount + 15
+        XCTAssertTrue(waitUntil(timeout: 5) { sink.callbackCount >= target })
+        sink.lock.lock()
+        sink.keepGoing = false
+        sink.lock.unlock()
+        XCTAssertEqual(AudioQueueStop(q, true), noErr)
+        XCTAssertEqual(AudioQueueDispose(q, true), noErr)
+
+        sink.lock.lock()
+        let recorded = sink.samples
+        let arrivals = sink.arrivals
+        let stamps = sink.stamps
+        sink.lock.unlock()
+
+        // Callbacks every 30 ± 5 ms (after the first few, while the stream settles).
+        let intervals = zip(arrivals.dropFirst(5), arrivals.dropFirst(6)).map { Double($1 - $0) / 1e6 }
+        let mean = intervals.reduce(0, +) / Double(intervals.count)
+        XCTAssertEqual(mean, 30, accuracy: 1, "mean callback interval")
+        let outside = intervals.filter { abs($0 - 30) > 5 }
+        XCTAssertLessThanOrEqual(Double(outside.count), 0.02 * Double(intervals.count), "intervals outside 30 ± 5 ms: \(outside)")
+        // Time stamps advance by exactly one buffer.
+        for (a, b) in zip(stamps.dropLast(), stamps.dropFirst()) where b.mSampleTime - a.mSampleTime != 1323 {
+            XCTFail("time stamps jump from \(a.mSampleTime) to \(b.mSampleTime)")
+            break
+        }
+
+        let found = SignalAnalysis.align(source, in: recorded, maxLag: recorded.count - source.count)
+        XCTAssertGreaterThanOrEqual(found.correlation, 0.98, "recording vs source at lag \(found.lag)")
+    }
+}
