@@ -110,6 +110,9 @@ package protocol HALStream: AnyObject, Sendable {
     func setCorked(_ corked: Bool)
     /// Drops everything written and not yet played.
     func flush()
+    /// Asks the server for fresh timing (latency) information, off the server thread. Streams do
+    /// not ask on their own, because each request allocates on the server thread.
+    func refreshTiming()
     /// Asks to be told, via ``HALRenderSource/streamDidDrain()``, when written data has played out.
     func drain()
     /// Runs `body` while the server thread is guaranteed not to be inside this stream's callbacks.

@@ -1,5 +1,8 @@
 internal import CPulseAudio
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The PulseAudio backend: libpulse's asynchronous API on a threaded main loop.
 ///
@@ -83,6 +86,23 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
             pa_threaded_mainloop_wait(mainloop)
         }
         pa_operation_unref(operation)
+    }
+
+    /// The server thread (the main loop's thread), for tests that watch what it does. The
+    /// corresponding PulseAudio call is `pa_threaded_mainloop_once_unlocked`.
+    package func serverThread() -> UInt {
+        final class Box: @unchecked Sendable {
+            var thread = pthread_t()
+            let done = Wakeup()
+        }
+        let box = Box()
+        pa_threaded_mainloop_once_unlocked(mainloop, { _, ud in
+            let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
+            box.thread = pthread_self()
+            box.done.signal()
+        }, Unmanaged.passUnretained(box).toOpaque())
+        box.done.wait(timeout: 5)
+        return UInt(box.thread)
     }
 
     // MARK: Devices

@@ -54,7 +54,9 @@ final class PulseStream: HALStream, @unchecked Sendable {
         let bytes = UInt32(Double(frameBytes) * (request.bufferDuration * request.format.sampleRate).rounded(.up))
         var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
         if isPlayback { attr.tlength = bytes } else { attr.fragsize = bytes }
-        var flags = PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
+        // No PA_STREAM_AUTO_TIMING_UPDATE: libpulse would allocate an operation on the server thread
+        // for each update; the owner calls refreshTiming() from its own thread instead.
+        var flags = PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
         if request.startCorked { flags |= PA_STREAM_START_CORKED.rawValue }
 
         let me = Unmanaged.passRetained(self)
@@ -212,6 +214,14 @@ final class PulseStream: HALStream, @unchecked Sendable {
             backend.await(pa_stream_flush(stream, { _, _, ud in
                 pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
             }, UnsafeMutableRawPointer(backend.mainloop)))
+        }
+    }
+
+    /// The corresponding PulseAudio call is `pa_stream_update_timing_info`.
+    func refreshTiming() {
+        backend.locked {
+            guard let stream, let op = pa_stream_update_timing_info(stream, nil, nil) else { return }
+            pa_operation_unref(op)
         }
     }
 

@@ -124,6 +124,7 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
 
     package func setCorked(_ corked: Bool) { self.corked.store(corked, ordering: .relaxed) }
     package func flush() {}
+    package func refreshTiming() {}
     /// The virtual device has no buffer: written data has played when the next render returns.
     package func drain() { draining.store(true, ordering: .relaxed) }
     package func withCallbacksBlocked<T>(_ body: () throws -> T) rethrows -> T {

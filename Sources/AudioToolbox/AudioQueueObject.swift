@@ -93,6 +93,8 @@ final class AudioQueueObject: @unchecked Sendable {
     var deviceName: String?
     /// Queue sample time just after the last enqueued buffer (for "actual start time").
     private var scheduledEnd: Int64 = 0
+    /// Host time of the last timing refresh of the stream.
+    private var lastTimingRefresh: UInt64 = 0
     /// Offline rendering: the virtual stream and the render format.
     private(set) var offline: (stream: VirtualStream, format: LinearPCMFormat)?
 
@@ -181,6 +183,11 @@ final class AudioQueueObject: @unchecked Sendable {
             guard let slot = slotsByToken[done.token] else { continue }
             slot.enqueued = false
             work.append(callbackWork(slot, completed: done))
+        }
+        let now = hostNow()
+        if let stream, now &- lastTimingRefresh > 250_000_000 {
+            lastTimingRefresh = now
+            stream.refreshTiming()
         }
         if isOutput && stopping {
             if engine.reachedEnd.exchange(false, ordering: .acquiringAndReleasing) {
@@ -416,8 +423,9 @@ final class AudioQueueObject: @unchecked Sendable {
         engine.armed.store(true, ordering: .releasing)
         stream.setCorked(false)
         let work = setRunning(true)
+        let inline = offline != nil
         lock.unlock()
-        post(work)
+        deliver(work, inline: inline)
         return noErr
     }
 

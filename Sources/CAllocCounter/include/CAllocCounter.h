@@ -15,6 +15,10 @@ void openavf_alloc_watch_thread(pthread_t thread);
 void openavf_alloc_unwatch(void);
 /// Allocations (malloc, calloc, realloc, memalign family) by the watched thread since watching began.
 int64_t openavf_alloc_count(void);
+/// The return addresses of the first (up to 16) counted allocations: who called malloc.
+int openavf_alloc_callers(void **out, int max);
+/// Writes "symbol+offset (library)" for a code address into `buffer`.
+int openavf_alloc_describe(void *address, char *buffer, int length);
 /// 1 when this binary's malloc is the counting one (the interposition took effect).
 int openavf_alloc_counter_active(void);
 #endif

@@ -1,0 +1,137 @@
+import AudioToolbox
+import Foundation
+import XCTest
+
+/// Deterministic: playback queues rendered offline on the virtual backend. Rendered frames are
+/// exactly the enqueued frames, in order, with trims and gains applied; no server, no sleeps.
+final class OfflineRenderTests: XCTestCase {
+    final class Log: @unchecked Sendable { var returned: [AudioQueueBufferRef] = [] }
+
+    private func makeQueue(_ format: AudioStreamBasicDescription, log: Log) throws -> AudioQueueRef {
+        var format = format
+        var q: AudioQueueRef?
+        XCTAssertEqual(AudioQueueNewOutput(&format, { userData, _, buffer in
+            Unmanaged<Log>.fromOpaque(userData!).takeUnretainedValue().returned.append(buffer)
+        }, Unmanaged.passUnretained(log).toOpaque(), nil, nil, 0, &q), noErr)
+        return try XCTUnwrap(q)
+    }
+
+    private func buffer(_ queue: AudioQueueRef, _ samples: [Float]) -> AudioQueueBufferRef {
+        var b: AudioQueueBufferRef?
+        AudioQueueAllocateBuffer(queue, UInt32(samples.count * 4), &b)
+        samples.withUnsafeBytes { b!.pointee.mAudioData.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        b!.pointee.mAudioDataByteSize = UInt32(samples.count * 4)
+        return b!
+    }
+
+    /// Renders `frames` frames in chunks of `chunk` and returns them.
+    private func render(_ queue: AudioQueueRef, frames: Int, chunk: Int, channels: Int = 1) -> [Float] {
+        var out: AudioQueueBufferRef?
+        AudioQueueAllocateBuffer(queue, UInt32(chunk * 4 * channels), &out)
+        var result: [Float] = []
+        var stamp = AudioTimeStamp()
+        var done = 0
+        while done < frames {
+            let n = min(chunk, frames - done)
+            XCTAssertEqual(AudioQueueOfflineRender(queue, &stamp, out!, UInt32(n)), noErr)
+            XCTAssertEqual(Int(out!.pointee.mAudioDataByteSize), n * 4 * channels)
+            let p = out!.pointee.mAudioData.assumingMemoryBound(to: Float.self)
+            result += (0..<(n * channels)).map { p[$0] }
+            done += n
+            stamp.mSampleTime += Double(n)
+        }
+        return result
+    }
+
+    func testRenderedFramesAreTheEnqueuedFramesWithTrimsAndGains() throws {
+        let log = Log()
+        var format = lpcm(rate: 48000, channels: 1, bits: 32, float: true)
+        let queue = try makeQueue(format, log: log)
+        defer { AudioQueueDispose(queue, true) }
+        XCTAssertEqual(AudioQueueSetOfflineRenderFormat(queue, &format, nil), noErr)
+
+        let a = (0..<1000).map { Float($0) / 1000 }
+        let b = (0..<700).map { -Float($0) / 700 }
+        let c = (0..<333).map { Float($0 % 7) / 8 }
+        let ba = buffer(queue, a), bb = buffer(queue, b), bc = buffer(queue, c)
+        XCTAssertEqual(AudioQueueEnqueueBuffer(queue, ba, 0, nil), noErr)
+        var gain = AudioQueueParameterEvent(mID: kAudioQueueParam_Volume, mValue: 0.25)
+        var actual = AudioTimeStamp()
+        XCTAssertEqual(AudioQueueEnqueueBufferWithParameters(queue, bb, 0, nil, 100, 50, 1, &gain, nil, &actual), noErr)
+        XCTAssertEqual(actual.mSampleTime, 1000, "actual start time follows the first buffer")
+        XCTAssertEqual(AudioQueueEnqueueBufferWithParameters(queue, bc, 0, nil, 0, 33, 0, nil, nil, nil), noErr)
+        XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+
+        let rendered = render(queue, frames: 2000, chunk: 256)
+        let expected = a + b[100..<650].map { $0 * 0.25 } + c[0..<300]
+        XCTAssertEqual(Array(rendered[0..<expected.count]), expected)
+        XCTAssertTrue(rendered[expected.count...].allSatisfy { $0 == 0 }, "silence after the last buffer")
+        XCTAssertEqual(log.returned, [ba, bb, bc], "callbacks in enqueue order, each buffer once")
+    }
+
+    func testInt16QueueRendersExactly() throws {
+        let log = Log()
+        let queue = try makeQueue(lpcm(rate: 22050, channels: 2), log: log)
+        defer { AudioQueueDispose(queue, true) }
+        var render = lpcm(rate: 22050, channels: 2, bits: 32, float: true)
+        XCTAssertEqual(AudioQueueSetOfflineRenderFormat(queue, &render, nil), noErr)
+        let samples: [Int16] = (0..<2000).map { Int16(truncatingIfNeeded: $0 &* 37 &- 20000) }
+        var b: AudioQueueBufferRef?
+        AudioQueueAllocateBuffer(queue, UInt32(samples.count * 2), &b)
+        samples.withUnsafeBytes { b!.pointee.mAudioData.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        b!.pointee.mAudioDataByteSize = UInt32(samples.count * 2)
+        XCTAssertEqual(AudioQueueEnqueueBuffer(queue, b!, 0, nil), noErr)
+        XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        let rendered = self.render(queue, frames: 1000, chunk: 100, channels: 2)
+        XCTAssertEqual(rendered, samples.map { Float($0) / 32768 })
+    }
+
+    func testStartTimeVolumeAndPanOffline() throws {
+        let log = Log()
+        let queue = try makeQueue(lpcm(rate: 48000, channels: 1, bits: 32, float: true), log: log)
+        defer { AudioQueueDispose(queue, true) }
+        var stereo = lpcm(rate: 48000, channels: 2, bits: 32, float: true)
+        XCTAssertEqual(AudioQueueSetOfflineRenderFormat(queue, &stereo, nil), noErr)
+        let ones = [Float](repeating: 1, count: 400)
+        var at = AudioTimeStamp()
+        at.mSampleTime = 100
+        at.mFlags = .sampleTimeValid
+        var actual = AudioTimeStamp()
+        XCTAssertEqual(AudioQueueEnqueueBufferWithParameters(queue, buffer(queue, ones), 0, nil, 0, 0, 0, nil, &at, &actual), noErr)
+        XCTAssertEqual(actual.mSampleTime, 100)
+        XCTAssertEqual(AudioQueueSetParameter(queue, kAudioQueueParam_Volume, 0.5), noErr)
+        XCTAssertEqual(AudioQueueSetParameter(queue, kAudioQueueParam_Pan, -1), noErr)
+        XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        let rendered = render(queue, frames: 600, chunk: 64, channels: 2)
+        let left = stride(from: 0, to: rendered.count, by: 2).map { rendered[$0] }
+        let right = stride(from: 1, to: rendered.count, by: 2).map { rendered[$0] }
+        XCTAssertTrue(left[0..<100].allSatisfy { $0 == 0 }, "silence before the buffer's start time")
+        XCTAssertTrue(left[100..<500].allSatisfy { $0 == 0.5 }, "volume 0.5 on the left")
+        XCTAssertTrue(right.allSatisfy { $0 == 0 }, "pan −1 leaves the right channel silent")
+        var now = AudioTimeStamp()
+        XCTAssertEqual(AudioQueueGetCurrentTime(queue, nil, &now, nil), noErr)
+        XCTAssertEqual(now.mSampleTime, 576, "the queue timeline counts rendered frames")
+    }
+
+    func testAsynchronousStopOfflineEndsAfterLastBuffer() throws {
+        final class Running: @unchecked Sendable { var values: [UInt32] = [] }
+        let log = Log()
+        let running = Running()
+        var format = lpcm(rate: 48000, channels: 1, bits: 32, float: true)
+        let queue = try makeQueue(format, log: log)
+        defer { AudioQueueDispose(queue, true) }
+        XCTAssertEqual(AudioQueueSetOfflineRenderFormat(queue, &format, nil), noErr)
+        AudioQueueAddPropertyListener(queue, kAudioQueueProperty_IsRunning, { userData, queue, id in
+            var v: UInt32 = 0
+            var size = UInt32(4)
+            AudioQueueGetProperty(queue, id, &v, &size)
+            Unmanaged<Running>.fromOpaque(userData!).takeUnretainedValue().values.append(v)
+        }, Unmanaged.passUnretained(running).toOpaque())
+        AudioQueueEnqueueBuffer(queue, buffer(queue, [Float](repeating: 0.5, count: 300)), 0, nil)
+        XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        XCTAssertEqual(AudioQueueStop(queue, false), noErr)
+        let rendered = render(queue, frames: 512, chunk: 128)
+        XCTAssertEqual(rendered.filter { $0 == 0.5 }.count, 300)
+        XCTAssertEqual(running.values, [1, 0])
+    }
+}
