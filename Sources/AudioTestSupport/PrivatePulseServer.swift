@@ -18,6 +18,8 @@ public final class PrivatePulseServer: @unchecked Sendable {
     public var serverString: String { "unix:\(socketPath)" }
     public let sampleRate: Int
     private var process: ChildProcess?
+    /// Silent low-latency streams that keep the null sinks awake (see ``init(sampleRate:timeout:)``).
+    private var keepers: [ChildProcess] = []
 
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
@@ -63,12 +65,36 @@ public final class PrivatePulseServer: @unchecked Sendable {
             }
             usleep(20_000)
         }
+        // An idle null sink renders in blocks of up to two seconds and, once a stream arrives,
+        // only notices at the end of the block it sleeps in: the first audio reaches its monitor
+        // up to two seconds late. A silent 10 ms stream on each sink keeps them rendering in
+        // small blocks, as a sound card would. (Digital silence does not change any measurement.)
+        if let pacat = Self.which("pacat") {
+            for (sink, channels) in [("speaker", 2), ("micfeed", 1)] {
+                keepers.append(try ChildProcess(pacat, [
+                    "--playback", "--device=\(sink)", "--raw", "--format=float32le", "--rate=\(sampleRate)",
+                    "--channels=\(channels)", "--latency-msec=10", "--client-name=openavf-keeper", "/dev/zero",
+                ], environment: environment))
+            }
+            let running = { ((try? self.pactl(["list", "short", "sinks"])) ?? "").split(separator: "\n").filter { $0.hasSuffix("RUNNING") }.count == 2 }
+            guard waitUntil(timeout: timeout, running) else {
+                stop()
+                throw Failure(description: "the private server's sinks did not start running")
+            }
+            // The sinks switch to small blocks only when the block they sleep in ends: wait until
+            // each monitor delivers data, so the first measurement does not see that delay.
+            for sink in ["speaker", "micfeed"] {
+                _ = try SignalCapture(server: self, device: "\(sink).monitor").stop()
+            }
+        }
     }
 
     deinit { stop() }
 
     /// Stops the server and removes its directory.
     public func stop() {
+        for keeper in keepers { keeper.terminate() }
+        keepers = []
         process?.terminate()
         process = nil
         try? FileManager.default.removeItem(at: directory)

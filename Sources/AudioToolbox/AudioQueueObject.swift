@@ -402,7 +402,9 @@ final class AudioQueueObject: @unchecked Sendable {
             lock.unlock()
             return noErr
         }
-        let status = ensureStream(corked: true)
+        // A record stream connected corked keeps a long server-side latency after uncorking (first
+        // data seen ~2 s late), so capture streams open running; the engine ignores input until armed.
+        let status = ensureStream(corked: isOutput)
         guard status == noErr, let stream else {
             lock.unlock()
             return status

@@ -1,0 +1,32 @@
+# Shared by Scripts/test and Scripts/demo: install missing Debian packages, idempotently.
+#
+# `apt-get update` runs only when something is missing. Runs as root, or through sudo.
+
+# The Debian packages the project needs to build, test and run on a fresh Debian 12 machine.
+OPENAVF_PACKAGES=(
+    pkg-config
+    libpulse-dev      # libpulse: the sound server's client library (AudioHAL)
+    pulseaudio        # the private server tests, benchmark and headless demo start
+    pulseaudio-utils  # pactl, pacat, parec: real peers the tests and benchmark measure against
+)
+
+ensure_packages() {
+    local missing=()
+    local pkg
+    for pkg in "$@"; do
+        if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+            missing+=("$pkg")
+        fi
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        return 0
+    fi
+    echo "Installing missing Debian packages: ${missing[*]}"
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Swift flags for every build: warnings are errors.
+OPENAVF_SWIFT_FLAGS=(-Xswiftc -warnings-as-errors)
