@@ -58,9 +58,30 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
             pa_threaded_mainloop_wait(ml)
         }
         pa_threaded_mainloop_unlock(ml)
+        requestRealTimeScheduling()
     }
 
     deinit { shutDown(started: true) }
+
+    /// Asks for real-time scheduling of the server thread (SCHED_FIFO), as PulseAudio's own
+    /// clients do through rtkit, so that a busy machine does not starve it. Where the system
+    /// refuses (an unprivileged process without an RLIMIT_RTPRIO allowance), the thread keeps
+    /// normal scheduling.
+    private func requestRealTimeScheduling() {
+        final class Box: @unchecked Sendable { let done = Wakeup() }
+        let box = Box()
+        // Scheduling the one-shot changes the main loop, so it needs the lock; the callback runs
+        // on the server thread without it.
+        pa_threaded_mainloop_lock(mainloop)
+        pa_threaded_mainloop_once_unlocked(mainloop, { _, ud in
+            var param = sched_param()
+            param.sched_priority = 10
+            _ = pthread_setschedparam(pthread_self(), Int32(SCHED_FIFO), &param)
+            Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue().done.signal()
+        }, Unmanaged.passUnretained(box).toOpaque())
+        pa_threaded_mainloop_unlock(mainloop)
+        box.done.wait(timeout: 5)
+    }
 
     private func shutDown(started: Bool) {
         if started { pa_threaded_mainloop_stop(mainloop) }
@@ -96,11 +117,13 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
             let done = Wakeup()
         }
         let box = Box()
+        pa_threaded_mainloop_lock(mainloop)
         pa_threaded_mainloop_once_unlocked(mainloop, { _, ud in
             let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
             box.thread = pthread_self()
             box.done.signal()
         }, Unmanaged.passUnretained(box).toOpaque())
+        pa_threaded_mainloop_unlock(mainloop)
         box.done.wait(timeout: 5)
         return UInt(box.thread)
     }

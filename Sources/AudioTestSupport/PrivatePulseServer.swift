@@ -53,7 +53,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
         let p = try ChildProcess(pulseaudio, [
             "-n", "-F", config.path, "--daemonize=no", "--exit-idle-time=20", "--use-pid-file=no",
             "--disallow-exit=no", "--log-target=file:\(dir.appendingPathComponent("server.log").path)", "--log-level=notice",
-            "--realtime=no", "--high-priority=no",
+            "--realtime=yes", "--high-priority=yes",
         ], environment: env)
         process = p
         let deadline = Date(timeIntervalSinceNow: timeout)

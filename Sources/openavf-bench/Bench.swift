@@ -1,0 +1,92 @@
+import AudioTestSupport
+import Foundation
+
+/// How child tools reach the server under test.
+struct ServerHandle {
+    let environment: [String: String]
+}
+
+enum Bench {
+    static func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
+    static func ratio(_ ours: Double, _ anchor: Double) -> String {
+        anchor > 0 ? String(format: "%.2f", ours / anchor) : "n/a"
+    }
+
+    static func main(_ arguments: [String]) {
+        let short = arguments.contains("--short")
+        var failures: [String] = []
+        let server: PrivatePulseServer?
+        let handle: ServerHandle
+        do {
+            if arguments.contains("--system-server") {
+                server = nil
+                handle = ServerHandle(environment: ProcessInfo.processInfo.environment)
+                say("Server: the one this machine runs.")
+            } else {
+                let s = try PrivatePulseServer()
+                s.makeDefaultForThisProcess()
+                server = s
+                handle = ServerHandle(environment: s.environment)
+                say("Server: a private PulseAudio server (null sinks, 48 kHz float), started for this run.")
+            }
+        } catch {
+            say("cannot start a sound server: \(error)")
+            exit(1)
+        }
+        defer { server?.stop() }
+        say("Mode: \(short ? "short (CI)" : "full")")
+
+        // 1. Round-trip latency.
+        say("")
+        say("Round-trip latency, output queue → speaker → monitor → input queue (median of clicks, 2 output buffers):")
+        say("  buffer   queues ms   pacat|parec ms   ratio   target ≤ 1.25")
+        let latencySeconds = short ? 2.0 : 5.0
+        for ms in [5, 10, 30] {
+            do {
+                let ours = try LatencyBench.queues(milliseconds: ms, seconds: latencySeconds)
+                let anchor = try LatencyBench.pacatParec(server: handle, milliseconds: ms, seconds: latencySeconds)
+                guard let ours, let anchor else {
+                    failures.append("latency at \(ms) ms: clicks were not seen")
+                    say(String(format: "  %3d ms   %@", ms, "no clicks seen"))
+                    continue
+                }
+                say(String(format: "  %3d ms   %9.1f   %14.1f   %5@", ms, ours, anchor, ratio(ours, anchor)))
+            } catch {
+                failures.append("latency at \(ms) ms: \(error)")
+            }
+        }
+
+        // 2. Underruns at 10 ms with both cores busy.
+        say("")
+        let loadSeconds = short ? 5.0 : 60.0
+        do {
+            let load = try PlaybackBench.loadCores(ProcessInfo.processInfo.activeProcessorCount)
+            defer { for child in load { child.terminate() } }
+            let result = try PlaybackBench.play(milliseconds: 10, seconds: loadSeconds)
+            say(String(format: "Underruns during %.0f s at 10 ms buffers with every core busy: %d server underruns, %d starved frames (target 0)",
+                       loadSeconds, result.serverUnderruns, result.starvedFrames))
+        } catch {
+            failures.append("underruns: \(error)")
+        }
+
+        // 3. Playback CPU time beside pacat.
+        say("")
+        let cpuSeconds = short ? 5.0 : 60.0
+        do {
+            let ours = try PlaybackBench.play(milliseconds: 30, seconds: cpuSeconds)
+            let anchor = try PlaybackBench.pacatCPU(server: handle, milliseconds: 30, seconds: cpuSeconds)
+            say(String(format: "Playback CPU time for %.0f s of 48 kHz stereo at 30 ms: queue %.3f s, pacat %.3f s, ratio %@ (target ≤ 1.5)",
+                       cpuSeconds, ours.cpuSeconds, anchor, ratio(ours.cpuSeconds, anchor)))
+        } catch {
+            failures.append("cpu: \(error)")
+        }
+
+        if !failures.isEmpty {
+            say("")
+            for f in failures { say("FAILED: \(f)") }
+            server?.stop()
+            exit(1)
+        }
+    }
+}
