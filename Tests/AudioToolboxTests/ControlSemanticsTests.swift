@@ -223,7 +223,10 @@ final class ControlSemanticsTests: XCTestCase {
         var input: AudioQueueRef?
         XCTAssertEqual(AudioQueueNewInput(&format, RecordingSink.callback, sink.context, nil, nil, 0, &input), noErr)
         let inQ = try XCTUnwrap(input)
-        XCTAssertEqual(AudioQueueSetProperty(inQ, kAudioQueueProperty_CurrentDevice, [CFString?("speaker.monitor")], UInt32(MemoryLayout<CFString?>.size)), noErr)
+        let device: CFString? = "speaker.monitor"
+        XCTAssertEqual(withUnsafePointer(to: device) {
+            AudioQueueSetProperty(inQ, kAudioQueueProperty_CurrentDevice, $0, UInt32(MemoryLayout<CFString?>.size))
+        }, noErr)
         for _ in 0..<8 {
             var b: AudioQueueBufferRef?
             AudioQueueAllocateBuffer(inQ, 480 * 2, &b)

@@ -30,7 +30,7 @@ final class ServerThreadAllocationTests: XCTestCase {
         let names = callers[0..<n].map { address -> String in
             var text = [CChar](repeating: 0, count: 256)
             openavf_alloc_describe(address, &text, 256)
-            return String(cString: text)
+            return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         }
         XCTAssertEqual(count, 0, "allocations on the server thread during 10 s of playback, from: \(names)")
         XCTAssertGreaterThan(feeder.callbackCount, 900, "the queue really played")
