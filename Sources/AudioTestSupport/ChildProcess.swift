@@ -10,6 +10,7 @@ public import Glibc
 /// child inherits another's.
 public final class ChildProcess: @unchecked Sendable {
     public let pid: pid_t
+    private let ownProcessGroup: Bool
     private var status: Int32?
     private let lock = NSLock()
 
@@ -25,7 +26,28 @@ public final class ChildProcess: @unchecked Sendable {
         case descriptor(Int32)
     }
 
-    public init(_ path: String, _ arguments: [String], environment: [String: String], stdin: Stream = .null, stdout: Stream = .null, stderr: Stream = .null) throws {
+    /// Starts `path`. The child gets an empty signal mask and default signal handling whatever
+    /// thread starts it (dispatch worker threads block signals, and a child inherits that mask:
+    /// SIGTERM would then not stop it). With `ownProcessGroup` it leads a new process group, and
+    /// ``terminate(_:)`` signals the whole group.
+    public init(_ path: String, _ arguments: [String], environment: [String: String], stdin: Stream = .null, stdout: Stream = .null, stderr: Stream = .null, ownProcessGroup: Bool = false) throws {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGPIPE, SIGHUP, SIGCHLD] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var flags = Int32(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)
+        if ownProcessGroup {
+            flags |= Int32(POSIX_SPAWN_SETPGROUP)
+            posix_spawnattr_setpgroup(&attributes, 0)
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
+        self.ownProcessGroup = ownProcessGroup
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -44,7 +66,7 @@ public final class ChildProcess: @unchecked Sendable {
             envp.forEach { free($0) }
         }
         var child: pid_t = 0
-        let rc = posix_spawn(&child, path, &actions, nil, argv, envp)
+        let rc = posix_spawn(&child, path, &actions, &attributes, argv, envp)
         guard rc == 0 else { throw Failure(description: "cannot start \(path): \(String(cString: strerror(rc)))") }
         pid = child
     }
@@ -76,10 +98,13 @@ public final class ChildProcess: @unchecked Sendable {
         return (s & 0x7F) == 0 ? (s >> 8) & 0xFF : 128 + (s & 0x7F)
     }
 
-    /// Sends `signal` (SIGTERM by default) and waits for the exit.
+    /// Sends `signal` (SIGTERM by default) and waits for the exit; SIGKILL after `grace` seconds.
     @discardableResult
-    public func terminate(_ signal: Int32 = SIGTERM) -> Int32 {
-        if isRunning { kill(pid, signal) }
+    public func terminate(_ signal: Int32 = SIGTERM, grace: Double = 3) -> Int32 {
+        let target = ownProcessGroup ? -pid : pid
+        if isRunning { kill(target, signal) }
+        if !waitUntil(timeout: grace, { !isRunning }) { kill(target, SIGKILL) }
+        if ownProcessGroup { kill(target, SIGKILL) }
         return wait()
     }
 

@@ -9,7 +9,9 @@ import Glibc
 /// Own runtime directory; `-n` with explicit modules: the native protocol on a socket in that
 /// directory, a null sink `speaker` (the default sink, so its monitor is what a listener hears), a
 /// null sink `micfeed` whose monitor is the default source (play a known signal into `micfeed` and
-/// it arrives at "the microphone"), and module-role-cork. The server exits by itself
+/// it arrives at "the microphone"), and module-role-cork. The null sinks do not rewind
+/// (`norewinds=1`): a rewind re-renders audio their monitors have already delivered, so a capture
+/// would lose or repeat a few milliseconds whenever a stream starts. The server exits by itself
 /// (`--exit-idle-time`) if its owner dies without stopping it.
 public final class PrivatePulseServer: @unchecked Sendable {
     public let directory: URL
@@ -33,8 +35,8 @@ public final class PrivatePulseServer: @unchecked Sendable {
         directory = dir
         let script = """
             load-module module-native-protocol-unix auth-anonymous=1 socket=\(dir.appendingPathComponent("native").path)
-            load-module module-null-sink sink_name=speaker rate=\(sampleRate) channels=2 format=float32le sink_properties=device.description=Speaker
-            load-module module-null-sink sink_name=micfeed rate=\(sampleRate) channels=1 format=float32le sink_properties=device.description=MicFeed
+            load-module module-null-sink sink_name=speaker rate=\(sampleRate) channels=2 format=float32le norewinds=1 sink_properties=device.description=Speaker
+            load-module module-null-sink sink_name=micfeed rate=\(sampleRate) channels=1 format=float32le norewinds=1 sink_properties=device.description=MicFeed
             load-module module-role-cork
             set-default-sink speaker
             set-default-source micfeed.monitor
@@ -71,10 +73,14 @@ public final class PrivatePulseServer: @unchecked Sendable {
         // small blocks, as a sound card would. (Digital silence does not change any measurement.)
         if let pacat = Self.which("pacat") {
             for (sink, channels) in [("speaker", 2), ("micfeed", 1)] {
-                keepers.append(try ChildProcess(pacat, [
+                // A watchdog shell runs the keeper and ends it when this process is gone, so that
+                // a crashed owner leaves no client behind and the server exits on its own
+                // (--exit-idle-time).
+                let keeper = "\"$@\" & k=$!; while kill -0 \(getpid()) 2>/dev/null && kill -0 $k 2>/dev/null; do sleep 1; done; kill $k 2>/dev/null"
+                keepers.append(try ChildProcess("/bin/sh", ["-c", keeper, "keeper", pacat,
                     "--playback", "--device=\(sink)", "--raw", "--format=float32le", "--rate=\(sampleRate)",
                     "--channels=\(channels)", "--latency-msec=10", "--client-name=openavf-keeper", "/dev/zero",
-                ], environment: environment))
+                ], environment: environment, ownProcessGroup: true))
             }
             let running = { ((try? self.pactl(["list", "short", "sinks"])) ?? "").split(separator: "\n").filter { $0.hasSuffix("RUNNING") }.count == 2 }
             guard waitUntil(timeout: timeout, running) else {

@@ -1,0 +1,89 @@
+import AudioTestSupport
+import AudioToolbox
+import Foundation
+import XCTest
+
+/// Where callbacks run: the queue's own thread, the run loop given, or the dispatch queue given.
+final class CallbackContextTests: XCTestCase {
+    final class Probe: @unchecked Sendable {
+        let lock = NSLock()
+        var threads: [Thread] = []
+        var onQueue: [Bool] = []
+        var count: Int {
+            lock.lock()
+            defer { lock.unlock() }
+            return threads.count
+        }
+    }
+
+    private func enqueueShortBuffer(_ queue: AudioQueueRef) {
+        var b: AudioQueueBufferRef?
+        AudioQueueAllocateBuffer(queue, 960 * 2, &b)
+        b!.pointee.mAudioDataByteSize = 960 * 2
+        AudioQueueEnqueueBuffer(queue, b!, 0, nil)
+    }
+
+    func testCallbackRunsOnTheGivenRunLoop() throws {
+        _ = try TestSound.server()
+        let probe = Probe()
+        var format = lpcm(rate: 48000, channels: 1)
+        var q: AudioQueueRef?
+        XCTAssertEqual(AudioQueueNewOutput(&format, { userData, _, _ in
+            let probe = Unmanaged<Probe>.fromOpaque(userData!).takeUnretainedValue()
+            probe.lock.lock()
+            probe.threads.append(Thread.current)
+            probe.lock.unlock()
+        }, Unmanaged.passUnretained(probe).toOpaque(), CFRunLoopGetCurrent(), CFRunLoopMode.commonModes.rawValue, 0, &q), noErr)
+        let queue = try XCTUnwrap(q)
+        defer { AudioQueueDispose(queue, true) }
+        enqueueShortBuffer(queue)
+        XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        let deadline = Date(timeIntervalSinceNow: 5)
+        while probe.count == 0 && Date() < deadline { CFRunLoopRunInMode(.defaultMode, 0.05, true) }
+        XCTAssertEqual(probe.count, 1)
+        XCTAssertTrue(probe.threads.first === Thread.current, "the callback ran on the run loop's thread")
+    }
+
+    func testBlockRunsOnTheGivenDispatchQueue() throws {
+        _ = try TestSound.server()
+        let probe = Probe()
+        let key = DispatchSpecificKey<Int>()
+        let dispatchQueue = DispatchQueue(label: "callbacks")
+        dispatchQueue.setSpecific(key: key, value: 7)
+        var format = lpcm(rate: 48000, channels: 1)
+        var q: AudioQueueRef?
+        XCTAssertEqual(AudioQueueNewOutputWithDispatchQueue(&q, &format, 0, dispatchQueue) { _, _ in
+            probe.lock.lock()
+            probe.threads.append(Thread.current)
+            probe.onQueue.append(DispatchQueue.getSpecific(key: key) == 7)
+            probe.lock.unlock()
+        }, noErr)
+        let queue = try XCTUnwrap(q)
+        defer { AudioQueueDispose(queue, true) }
+        enqueueShortBuffer(queue)
+        XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        XCTAssertTrue(waitUntil(timeout: 5) { probe.count == 1 })
+        XCTAssertEqual(probe.onQueue, [true])
+    }
+
+    func testCallbackRunsOnTheQueuesOwnThreadWithoutARunLoop() throws {
+        _ = try TestSound.server()
+        let probe = Probe()
+        var format = lpcm(rate: 48000, channels: 1)
+        var q: AudioQueueRef?
+        XCTAssertEqual(AudioQueueNewOutput(&format, { userData, _, _ in
+            let probe = Unmanaged<Probe>.fromOpaque(userData!).takeUnretainedValue()
+            probe.lock.lock()
+            probe.threads.append(Thread.current)
+            probe.lock.unlock()
+        }, Unmanaged.passUnretained(probe).toOpaque(), nil, nil, 0, &q), noErr)
+        let queue = try XCTUnwrap(q)
+        defer { AudioQueueDispose(queue, true) }
+        enqueueShortBuffer(queue)
+        enqueueShortBuffer(queue)
+        XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        XCTAssertTrue(waitUntil(timeout: 5) { probe.count == 2 })
+        XCTAssertFalse(probe.threads[0] === Thread.current)
+        XCTAssertTrue(probe.threads[0] === probe.threads[1], "one callback thread per queue")
+    }
+}
