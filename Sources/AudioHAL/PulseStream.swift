@@ -80,7 +80,9 @@ final class PulseStream: HALStream, @unchecked Sendable {
                     Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().serverWantsData(nbytes)
                 }, ud)
                 pa_stream_set_underflow_callback(s, { _, ud in
-                    Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().xruns.add(1, ordering: .relaxed)
+                    // Running dry at the end of a drain is how a drain ends, not a glitch.
+                    let me = Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue()
+                    if me.drainOperation == nil { me.xruns.add(1, ordering: .relaxed) }
                 }, ud)
                 result = pa_stream_connect_playback(s, request.device, &attr, pa_stream_flags_t(rawValue: flags), nil, nil)
             } else {
@@ -201,6 +203,8 @@ final class PulseStream: HALStream, @unchecked Sendable {
     func setCorked(_ corked: Bool) {
         backend.locked {
             guard let stream else { return }
+            // Running again: a drain still pending belongs to the previous run.
+            if !corked { cancelDrain() }
             backend.await(pa_stream_cork(stream, corked ? 1 : 0, { _, _, ud in
                 pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
             }, UnsafeMutableRawPointer(backend.mainloop)))
@@ -232,8 +236,9 @@ final class PulseStream: HALStream, @unchecked Sendable {
             guard let stream, let ud = selfReference?.toOpaque() else { return }
             cancelDrain()
             drainOperation = pa_stream_drain(stream, { _, success, ud in
+                let me = Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue()
                 guard success != 0 else { return }
-                Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().playback?.streamDidDrain()
+                me.playback?.streamDidDrain()
             }, ud)
         }
     }

@@ -76,8 +76,8 @@ enum Bench {
         do {
             let ours = try PlaybackBench.play(milliseconds: 30, seconds: cpuSeconds)
             let anchor = try PlaybackBench.pacatCPU(server: handle, milliseconds: 30, seconds: cpuSeconds)
-            say(String(format: "Playback CPU time for %.0f s of 48 kHz stereo at 30 ms: queue %.3f s, pacat %.3f s, ratio %@ (target ≤ 1.5)",
-                       cpuSeconds, ours.cpuSeconds, anchor, ratio(ours.cpuSeconds, anchor)))
+            say(String(format: "Playback CPU time for %.0f s of 48 kHz stereo at 30 ms: queue %.3f s, pacat %.3f s, ratio %@ (target ≤ 1.5); %d underruns without load",
+                       cpuSeconds, ours.cpuSeconds, anchor, ratio(ours.cpuSeconds, anchor), ours.serverUnderruns))
         } catch {
             failures.append("cpu: \(error)")
         }
