@@ -130,50 +130,50 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
 
     // MARK: Devices
 
+    /// Where an introspection callback leaves what it found, and how it wakes the caller.
     private final class InfoBox: @unchecked Sendable {
         let mainloop: OpaquePointer
         var info: HALDeviceInfo?
         init(_ mainloop: OpaquePointer) { self.mainloop = mainloop }
+
+        /// Called on the server thread by the sink and source callbacks alike.
+        func found(_ name: UnsafePointer<CChar>, _ description: UnsafePointer<CChar>?, _ spec: pa_sample_spec) {
+            info = HALDeviceInfo(
+                name: String(cString: name), description: description.map { String(cString: $0) } ?? "",
+                sampleRate: Double(spec.rate), channels: Int(spec.channels))
+        }
+    }
+
+    /// Runs one introspection query (`start` issues it with the box as user data) and waits.
+    private func query(_ what: String, _ start: (UnsafeMutableRawPointer) -> OpaquePointer?) throws(HALError) -> HALDeviceInfo {
+        let box = InfoBox(mainloop)
+        locked { self.await(start(Unmanaged.passUnretained(box).toOpaque())) }
+        guard let info = box.info else { throw HALError(.deviceNotFound, "no \(what)") }
+        return info
     }
 
     /// The sink named `name` (`@DEFAULT_SINK@` for the default). The corresponding PulseAudio call
     /// is `pa_context_get_sink_info_by_name`.
     func sinkInfo(_ name: String) throws(HALError) -> HALDeviceInfo {
-        let box = InfoBox(mainloop)
-        let ud = Unmanaged.passUnretained(box).toOpaque()
-        locked {
-            self.await(pa_context_get_sink_info_by_name(context, name, { _, info, eol, ud in
+        try query("sink named \(name)") { ud in
+            pa_context_get_sink_info_by_name(context, name, { _, info, eol, ud in
                 let box = Unmanaged<InfoBox>.fromOpaque(ud!).takeUnretainedValue()
-                if eol == 0, let i = info?.pointee {
-                    box.info = HALDeviceInfo(
-                        name: String(cString: i.name), description: String(cString: i.description),
-                        sampleRate: Double(i.sample_spec.rate), channels: Int(i.sample_spec.channels))
-                }
+                if eol == 0, let i = info?.pointee { box.found(i.name, i.description, i.sample_spec) }
                 pa_threaded_mainloop_signal(box.mainloop, 0)
-            }, ud))
+            }, ud)
         }
-        guard let info = box.info else { throw HALError(.deviceNotFound, "no sink named \(name)") }
-        return info
     }
 
     /// The source named `name` (`@DEFAULT_SOURCE@` for the default). The corresponding PulseAudio
     /// call is `pa_context_get_source_info_by_name`.
     func sourceInfo(_ name: String) throws(HALError) -> HALDeviceInfo {
-        let box = InfoBox(mainloop)
-        let ud = Unmanaged.passUnretained(box).toOpaque()
-        locked {
-            self.await(pa_context_get_source_info_by_name(context, name, { _, info, eol, ud in
+        try query("source named \(name)") { ud in
+            pa_context_get_source_info_by_name(context, name, { _, info, eol, ud in
                 let box = Unmanaged<InfoBox>.fromOpaque(ud!).takeUnretainedValue()
-                if eol == 0, let i = info?.pointee {
-                    box.info = HALDeviceInfo(
-                        name: String(cString: i.name), description: String(cString: i.description),
-                        sampleRate: Double(i.sample_spec.rate), channels: Int(i.sample_spec.channels))
-                }
+                if eol == 0, let i = info?.pointee { box.found(i.name, i.description, i.sample_spec) }
                 pa_threaded_mainloop_signal(box.mainloop, 0)
-            }, ud))
+            }, ud)
         }
-        guard let info = box.info else { throw HALError(.deviceNotFound, "no source named \(name)") }
-        return info
     }
 
     package func defaultOutputDevice() throws(HALError) -> HALDeviceInfo { try sinkInfo("@DEFAULT_SINK@") }

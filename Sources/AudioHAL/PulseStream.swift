@@ -25,6 +25,9 @@ final class PulseStream: HALStream, @unchecked Sendable {
     /// The pending `pa_stream_drain`, kept so that `close` can cancel it (libpulse may otherwise
     /// call back into a freed stream). Guarded by the main loop lock.
     private var drainOperation: OpaquePointer?
+    /// The render source returned short: it has ended, and the server running dry from here on is
+    /// how playback ends, not an underrun. Guarded by the main loop lock.
+    private var sourceEnded = false
 
     init(backend: PulseBackend, request: HALStreamRequest, playback: (any HALRenderSource)?, capture: (any HALCaptureSink)?) throws(HALError) {
         self.backend = backend
@@ -80,9 +83,8 @@ final class PulseStream: HALStream, @unchecked Sendable {
                     Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().serverWantsData(nbytes)
                 }, ud)
                 pa_stream_set_underflow_callback(s, { _, ud in
-                    // Running dry at the end of a drain is how a drain ends, not a glitch.
                     let me = Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue()
-                    if me.drainOperation == nil { me.xruns.add(1, ordering: .relaxed) }
+                    if !me.sourceEnded { me.xruns.add(1, ordering: .relaxed) }
                 }, ud)
                 result = pa_stream_connect_playback(s, request.device, &attr, pa_stream_flags_t(rawValue: flags), nil, nil)
             } else {
@@ -144,6 +146,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
             let produced = playback.render(
                 data.assumingMemoryBound(to: Float.self), frames: frames,
                 time: HALRenderTime(sampleTime: position, hostTime: now &+ ahead))
+            if produced < frames { sourceEnded = true }
             guard produced > 0 else {
                 pa_stream_cancel_write(stream)
                 return
@@ -204,7 +207,10 @@ final class PulseStream: HALStream, @unchecked Sendable {
         backend.locked {
             guard let stream else { return }
             // Running again: a drain still pending belongs to the previous run.
-            if !corked { cancelDrain() }
+            if !corked {
+                cancelDrain()
+                sourceEnded = false
+            }
             backend.await(pa_stream_cork(stream, corked ? 1 : 0, { _, _, ud in
                 pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
             }, UnsafeMutableRawPointer(backend.mainloop)))

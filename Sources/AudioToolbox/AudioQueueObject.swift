@@ -55,6 +55,10 @@ struct StatusError: Error {
     init(_ status: OSStatus) { self.status = status }
 }
 
+/// The playback stream's server-side buffer when nothing asks for less: Apple's default hardware
+/// I/O buffer is of the same order (1024 frames at 44.1 kHz, 23 ms).
+let defaultIOBufferDuration = 0.020
+
 /// The most buffers one queue may hold; the rings between threads are sized for it.
 let maximumBuffersPerQueue = 1024
 
@@ -96,7 +100,11 @@ final class AudioQueueObject: @unchecked Sendable {
     /// Host time of the last timing refresh of the stream.
     private var lastTimingRefresh: UInt64 = 0
     /// Offline rendering: the virtual stream and the render format.
-    private(set) var offline: (stream: VirtualStream, format: LinearPCMFormat)?
+    private(set) var offline: (stream: VirtualStream, format: LinearPCMFormat)? {
+        didSet { isOffline.store(offline != nil, ordering: .releasing) }
+    }
+    /// Whether ``offline`` is set, readable without the lock (the callback thread's loop).
+    private let isOffline = Atomic<Bool>(false)
 
     /// Reset batches handed to the callback context and not yet run; enqueue fails meanwhile.
     private let resetsInFlight = Atomic<Int>(0)
@@ -132,7 +140,7 @@ final class AudioQueueObject: @unchecked Sendable {
         while alive.load(ordering: .acquiring) {
             engine.wakeup.wait(timeout: 0.25)
             guard alive.load(ordering: .acquiring) else { break }
-            if offline == nil { collectCompletions() }
+            if !isOffline.load(ordering: .acquiring) { collectCompletions() }
             let work = inbox.withLock { box in
                 let w = box
                 box.removeAll()
@@ -251,7 +259,7 @@ final class AudioQueueObject: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if disposed { return .failure(StatusError(kAudioQueueErr_DisposalPending)) }
-        guard byteSize > 0 else { return .failure(StatusError(kAudio_ParamError)) }
+        guard Int(byteSize) >= pcm.bytesPerFrame else { return .failure(StatusError(kAudio_ParamError)) }
         guard slots.count < maximumBuffersPerQueue else { return .failure(StatusError(kAudio_MemFullError)) }
         let frames = Int(byteSize) / pcm.bytesPerFrame
         let data = UnsafeMutableRawPointer.allocate(byteCount: Int(byteSize), alignment: 16)
@@ -263,8 +271,8 @@ final class AudioQueueObject: @unchecked Sendable {
         buffer.initialize(to: AudioQueueBuffer(
             mAudioDataBytesCapacity: byteSize, mAudioData: data, mAudioDataByteSize: 0, mUserData: nil,
             mPacketDescriptionCapacity: packetDescriptions, mPacketDescriptions: packets, mPacketDescriptionCount: 0))
-        let staging = UnsafeMutablePointer<Float>.allocate(capacity: max(frames, 1) * pcm.channels)
-        staging.initialize(repeating: 0, count: max(frames, 1) * pcm.channels)
+        let staging = UnsafeMutablePointer<Float>.allocate(capacity: frames * pcm.channels)
+        staging.initialize(repeating: 0, count: frames * pcm.channels)
         let slot = BufferSlot(token: nextToken, buffer: buffer, staging: staging, capacityFrames: frames)
         nextToken += 1
         slots[buffer] = slot
@@ -345,13 +353,17 @@ final class AudioQueueObject: @unchecked Sendable {
 
     // MARK: Stream
 
-    /// The buffer duration to ask the server for: that of the smallest buffer (so a recording
-    /// queue's callbacks come once per buffer), at most 100 ms for playback, where the queue's
-    /// own buffers already hold the audio ahead.
+    /// The buffer duration to ask the server for.
+    ///
+    /// Recording: that of the smallest buffer, so that callbacks come once per buffer. Playback:
+    /// the smallest buffer's duration, but at least ``defaultIOBufferDuration`` and at most 100 ms.
+    /// The server-side buffer plays the part of Apple's hardware I/O buffer, which is independent
+    /// of the queue's buffers (they add their own depth on top); below 20 ms the sound server's
+    /// non-real-time protocol thread was measured to let playback run dry on a loaded machine.
     private var preferredBufferDuration: Double {
         let frames = slots.values.map(\.capacityFrames).min() ?? Int(pcm.sampleRate / 50)
         let duration = Double(frames) / pcm.sampleRate
-        return isOutput ? min(duration, 0.1) : duration
+        return isOutput ? min(max(duration, defaultIOBufferDuration), 0.1) : duration
     }
 
     /// Opens the stream if there is none. Call with `lock` held.
@@ -421,6 +433,8 @@ final class AudioQueueObject: @unchecked Sendable {
         }
         stopping = false
         engine.stopWhenEmpty.store(false, ordering: .relaxed)
+        engine.reachedEnd.store(false, ordering: .relaxed)
+        engine.drained.store(false, ordering: .relaxed)
         engine.startHostTime.store(target, ordering: .relaxed)
         engine.armed.store(true, ordering: .releasing)
         stream.setCorked(false)
@@ -579,7 +593,7 @@ final class AudioQueueObject: @unchecked Sendable {
     /// The queue sample time being heard (or captured) now, from the engine's anchor.
     func currentSampleTime() -> Int64? {
         guard let anchor = engine.anchor.load() else { return nil }
-        if offline != nil || engine.paused.load(ordering: .relaxed) { return anchor.sampleTime }
+        if isOffline.load(ordering: .acquiring) || engine.paused.load(ordering: .relaxed) { return anchor.sampleTime }
         let now = hostNow()
         let elapsed = now > anchor.hostTime ? Double(now - anchor.hostTime) : -Double(anchor.hostTime - now)
         return max(0, anchor.sampleTime + Int64(elapsed * pcm.sampleRate / 1e9))

@@ -64,8 +64,9 @@ enum Bench {
             let load = try PlaybackBench.loadCores(ProcessInfo.processInfo.activeProcessorCount)
             defer { for child in load { child.terminate() } }
             let result = try PlaybackBench.play(milliseconds: 10, seconds: loadSeconds)
-            say(String(format: "Underruns during %.0f s at 10 ms buffers with every core busy: %d server underruns, %d starved frames (target 0)",
-                       loadSeconds, result.serverUnderruns, result.starvedFrames))
+            let anchor = try PlaybackBench.pacatUnderruns(server: handle, milliseconds: 10, seconds: loadSeconds)
+            say(String(format: "Underruns during %.0f s at 10 ms buffers with every core busy: queue %d (+%d starved frames), pacat %d (target 0)",
+                       loadSeconds, result.serverUnderruns, result.starvedFrames, anchor))
         } catch {
             failures.append("underruns: \(error)")
         }
