@@ -83,5 +83,6 @@ final class InputQueueTests: XCTestCase {
 
         let found = SignalAnalysis.align(source, in: recorded, maxLag: recorded.count - source.count)
         XCTAssertGreaterThanOrEqual(found.correlation, 0.98, "recording vs source at lag \(found.lag)")
+        print("input: mean callback interval \(mean) ms, range \(intervals.min() ?? 0)…\(intervals.max() ?? 0) ms over \(intervals.count), correlation \(found.correlation)")
     }
 }
