@@ -123,6 +123,9 @@ public func AudioQueueFreeBuffer(_ inAQ: AudioQueueRef, _ inBuffer: AudioQueueBu
 }
 
 /// Adds a buffer to the queue: audio to play (its `mAudioDataByteSize` bytes), or room to record into.
+///
+/// Playback audio is converted to the stream's float layout here, on the calling thread (usually
+/// the queue's callback thread), so the server thread only copies.
 @discardableResult
 public func AudioQueueEnqueueBuffer(
     _ inAQ: AudioQueueRef, _ inBuffer: AudioQueueBufferRef, _ inNumPacketDescs: UInt32,

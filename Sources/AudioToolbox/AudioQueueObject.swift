@@ -81,7 +81,8 @@ final class AudioQueueObject: @unchecked Sendable {
     private(set) var slots: [AudioQueueBufferRef: BufferSlot] = [:]
     private var slotsByToken: [Int: BufferSlot] = [:]
     private var nextToken = 1
-    private(set) var stream: (any HALStream)?
+    /// Guarded by `lock`; set by ``ensureStream(corked:)`` and offline rendering.
+    var stream: (any HALStream)?
     private(set) var isRunning: UInt32 = 0
     private var paused = false
     private var stopping = false
@@ -100,7 +101,7 @@ final class AudioQueueObject: @unchecked Sendable {
     /// Host time of the last timing refresh of the stream.
     private var lastTimingRefresh: UInt64 = 0
     /// Offline rendering: the virtual stream and the render format.
-    private(set) var offline: (stream: VirtualStream, format: LinearPCMFormat)? {
+    var offline: (stream: VirtualStream, format: LinearPCMFormat)? {
         didSet { isOffline.store(offline != nil, ordering: .releasing) }
     }
     /// Whether ``offline`` is set, readable without the lock (the callback thread's loop).
@@ -360,7 +361,7 @@ final class AudioQueueObject: @unchecked Sendable {
     /// The server-side buffer plays the part of Apple's hardware I/O buffer, which is independent
     /// of the queue's buffers (they add their own depth on top); below 20 ms the sound server's
     /// non-real-time protocol thread was measured to let playback run dry on a loaded machine.
-    private var preferredBufferDuration: Double {
+    var preferredBufferDuration: Double {
         let frames = slots.values.map(\.capacityFrames).min() ?? Int(pcm.sampleRate / 50)
         let duration = Double(frames) / pcm.sampleRate
         return isOutput ? min(max(duration, defaultIOBufferDuration), 0.1) : duration
@@ -597,107 +598,5 @@ final class AudioQueueObject: @unchecked Sendable {
         let now = hostNow()
         let elapsed = now > anchor.hostTime ? Double(now - anchor.hostTime) : -Double(anchor.hostTime - now)
         return max(0, anchor.sampleTime + Int64(elapsed * pcm.sampleRate / 1e9))
-    }
-
-    // MARK: Offline rendering
-
-    func setOfflineRenderFormat(_ renderFormat: AudioStreamBasicDescription?) -> OSStatus {
-        lock.lock()
-        defer { lock.unlock() }
-        guard isOutput else { return kAudioQueueErr_InvalidQueueType }
-        if isRunning == 1 { return kAudioQueueErr_InvalidRunState }
-        offline?.stream.close()
-        offline = nil
-        stream?.close()
-        stream = nil
-        engine.signalsWakeup.store(true, ordering: .relaxed)
-        engine.streamChannels = pcm.channels == 1 ? 2 : pcm.channels
-        guard let renderFormat else { return noErr }
-        guard let render = LinearPCMFormat(renderFormat) else { return kAudioFormatUnsupportedDataFormatError }
-        // Offline rendering does not resample: the render rate must be the queue's.
-        guard render.sampleRate == pcm.sampleRate else { return kAudioFormatUnsupportedDataFormatError }
-        engine.streamChannels = render.channels
-        engine.signalsWakeup.store(false, ordering: .relaxed)
-        let backend = VirtualBackend(sampleRate: pcm.sampleRate, channels: render.channels)
-        let request = HALStreamRequest(
-            format: HALStreamFormat(sampleRate: pcm.sampleRate, channels: render.channels),
-            bufferDuration: preferredBufferDuration, name: "offline", startCorked: true)
-        guard let virtual = try? backend.openOutput(request, source: engine) as? VirtualStream else {
-            return kAudioQueueErr_CannotStart
-        }
-        offline = (virtual, render)
-        stream = virtual
-        return noErr
-    }
-
-    func offlineRender(into buffer: AudioQueueBufferRef, frames: Int) -> OSStatus {
-        lock.lock()
-        guard let offline else {
-            lock.unlock()
-            return kAudioQueueErr_InvalidOfflineMode
-        }
-        guard slots[buffer] != nil else {
-            lock.unlock()
-            return kAudioQueueErr_InvalidBuffer
-        }
-        guard frames * offline.format.bytesPerFrame <= Int(buffer.pointee.mAudioDataBytesCapacity) else {
-            lock.unlock()
-            return kAudio_ParamError
-        }
-        lock.unlock()
-        if frames > 0 {
-            var samples = [Float](repeating: 0, count: frames * offline.format.channels)
-            samples.withUnsafeMutableBufferPointer { p in
-                offline.stream.render(into: p.baseAddress!, frames: frames)
-                offline.format.encode(p.baseAddress!, frames: frames, into: buffer.pointee.mAudioData)
-            }
-        }
-        buffer.pointee.mAudioDataByteSize = UInt32(frames * offline.format.bytesPerFrame)
-        // Callbacks for the buffers this render finished run now, on the caller's thread, so that
-        // offline rendering is deterministic.
-        while collectCompletions(inline: true) > 0 {}
-        return noErr
-    }
-
-    // MARK: Metering
-
-    /// Levels since the last read (linear), or the last levels when nothing played since.
-    func readMeters() -> [AudioQueueLevelMeterState] {
-        lock.lock()
-        defer { lock.unlock() }
-        var frames = 0
-        var peak = [Float](repeating: 0, count: pcm.channels)
-        var sum = [Float](repeating: 0, count: pcm.channels)
-        while var block = engine.meters.pop() {
-            frames += block.frames
-            withUnsafeBytes(of: &block.peak) { p in
-                withUnsafeBytes(of: &block.sumSquares) { s in
-                    for c in 0..<min(pcm.channels, 8) {
-                        peak[c] = max(peak[c], p.load(fromByteOffset: c * 4, as: Float.self))
-                        sum[c] += s.load(fromByteOffset: c * 4, as: Float.self)
-                    }
-                }
-            }
-        }
-        if frames > 0 {
-            lastMeters = (0..<pcm.channels).map { c in
-                AudioQueueLevelMeterState(mAveragePower: (sum[c] / Float(frames)).squareRoot(), mPeakPower: peak[c])
-            }
-        }
-        return lastMeters
-    }
-}
-
-/// The queues alive in this process, so that a stale or foreign ``AudioQueueRef`` gets an error
-/// instead of a crash.
-enum AudioQueueRegistry {
-    private static let live = Mutex<[UInt: AudioQueueObject]>([:])
-
-    private static func key(_ ref: AudioQueueRef) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(ref))) }
-    static func add(_ queue: AudioQueueObject) { live.withLock { $0[key(queue.ref)] = queue } }
-    static func remove(_ queue: AudioQueueObject) { _ = live.withLock { $0.removeValue(forKey: key(queue.ref)) } }
-    static func lookup(_ ref: AudioQueueRef?) -> AudioQueueObject? {
-        guard let ref else { return nil }
-        return live.withLock { $0[key(ref)] }
     }
 }
