@@ -135,3 +135,38 @@ final class OfflineRenderTests: XCTestCase {
         XCTAssertEqual(running.values, [1, 0])
     }
 }
+
+/// Level metering on a rendered full-scale sine: average −3.01 dBFS, peak 0 dBFS, silence −160.
+final class QueueMeteringTests: XCTestCase {
+    func testFullScaleSineAndSilence() throws {
+        var format = lpcm(rate: 48000, channels: 1, bits: 32, float: true)
+        var q: AudioQueueRef?
+        XCTAssertEqual(AudioQueueNewOutput(&format, { _, _, _ in }, nil, nil, nil, 0, &q), noErr)
+        let queue = try XCTUnwrap(q)
+        defer { AudioQueueDispose(queue, true) }
+        XCTAssertEqual(AudioQueueSetOfflineRenderFormat(queue, &format, nil), noErr)
+        var on: UInt32 = 1
+        XCTAssertEqual(AudioQueueSetProperty(queue, kAudioQueueProperty_EnableLevelMetering, &on, 4), noErr)
+        // 1 kHz at 48 kHz: 48 samples a period, with a sample on each crest.
+        let sine = (0..<4800).map { Float(sin(2 * Double.pi * Double($0) / 48 + Double.pi / 2)) }
+        var b: AudioQueueBufferRef?
+        AudioQueueAllocateBuffer(queue, UInt32(sine.count * 4), &b)
+        sine.withUnsafeBytes { b!.pointee.mAudioData.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        b!.pointee.mAudioDataByteSize = UInt32(sine.count * 4)
+        AudioQueueEnqueueBuffer(queue, b!, 0, nil)
+        XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        var out: AudioQueueBufferRef?
+        AudioQueueAllocateBuffer(queue, 4800 * 4, &out)
+        var stamp = AudioTimeStamp()
+        XCTAssertEqual(AudioQueueOfflineRender(queue, &stamp, out!, 4800), noErr)
+        var meter = AudioQueueLevelMeterState()
+        var size = UInt32(MemoryLayout<AudioQueueLevelMeterState>.size)
+        XCTAssertEqual(AudioQueueGetProperty(queue, kAudioQueueProperty_CurrentLevelMeterDB, &meter, &size), noErr)
+        XCTAssertEqual(meter.mAveragePower, -3.01, accuracy: 0.01)
+        XCTAssertEqual(meter.mPeakPower, 0, accuracy: 0.01)
+        XCTAssertEqual(AudioQueueOfflineRender(queue, &stamp, out!, 4800), noErr)
+        XCTAssertEqual(AudioQueueGetProperty(queue, kAudioQueueProperty_CurrentLevelMeterDB, &meter, &size), noErr)
+        XCTAssertEqual(meter.mAveragePower, -160, "digital silence")
+        XCTAssertEqual(meter.mPeakPower, -160)
+    }
+}
