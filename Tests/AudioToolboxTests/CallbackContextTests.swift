@@ -16,6 +16,19 @@ final class CallbackContextTests: XCTestCase {
         }
     }
 
+    /// A playback queue whose callback records the thread it runs on.
+    private func makeProbeQueue(_ probe: Probe, _ runLoop: CFRunLoop?, _ mode: CFString?) throws -> AudioQueueRef {
+        var format = lpcm(rate: 48000, channels: 1)
+        var q: AudioQueueRef?
+        XCTAssertEqual(AudioQueueNewOutput(&format, { userData, _, _ in
+            let probe = Unmanaged<Probe>.fromOpaque(userData!).takeUnretainedValue()
+            probe.lock.lock()
+            probe.threads.append(Thread.current)
+            probe.lock.unlock()
+        }, Unmanaged.passUnretained(probe).toOpaque(), runLoop, mode, 0, &q), noErr)
+        return try XCTUnwrap(q)
+    }
+
     private func enqueueShortBuffer(_ queue: AudioQueueRef) {
         var b: AudioQueueBufferRef?
         AudioQueueAllocateBuffer(queue, 960 * 2, &b)
@@ -26,15 +39,7 @@ final class CallbackContextTests: XCTestCase {
     func testCallbackRunsOnTheGivenRunLoop() throws {
         _ = try TestSound.server()
         let probe = Probe()
-        var format = lpcm(rate: 48000, channels: 1)
-        var q: AudioQueueRef?
-        XCTAssertEqual(AudioQueueNewOutput(&format, { userData, _, _ in
-            let probe = Unmanaged<Probe>.fromOpaque(userData!).takeUnretainedValue()
-            probe.lock.lock()
-            probe.threads.append(Thread.current)
-            probe.lock.unlock()
-        }, Unmanaged.passUnretained(probe).toOpaque(), CFRunLoopGetCurrent(), CFRunLoopMode.commonModes.rawValue, 0, &q), noErr)
-        let queue = try XCTUnwrap(q)
+        let queue = try makeProbeQueue(probe, CFRunLoopGetCurrent(), CFRunLoopMode.commonModes.rawValue)
         defer { AudioQueueDispose(queue, true) }
         enqueueShortBuffer(queue)
         XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
@@ -69,15 +74,7 @@ final class CallbackContextTests: XCTestCase {
     func testCallbackRunsOnTheQueuesOwnThreadWithoutARunLoop() throws {
         _ = try TestSound.server()
         let probe = Probe()
-        var format = lpcm(rate: 48000, channels: 1)
-        var q: AudioQueueRef?
-        XCTAssertEqual(AudioQueueNewOutput(&format, { userData, _, _ in
-            let probe = Unmanaged<Probe>.fromOpaque(userData!).takeUnretainedValue()
-            probe.lock.lock()
-            probe.threads.append(Thread.current)
-            probe.lock.unlock()
-        }, Unmanaged.passUnretained(probe).toOpaque(), nil, nil, 0, &q), noErr)
-        let queue = try XCTUnwrap(q)
+        let queue = try makeProbeQueue(probe, nil, nil)
         defer { AudioQueueDispose(queue, true) }
         enqueueShortBuffer(queue)
         enqueueShortBuffer(queue)
