@@ -39,19 +39,22 @@ enum Bench {
 
         // 1. Round-trip latency.
         say("")
-        say("Round-trip latency, output queue → speaker → monitor → input queue (median of clicks, 2 output buffers):")
-        say("  buffer   queues ms   pacat|parec ms   ratio   target ≤ 1.25")
+        say("Round-trip latency, output queue → speaker → monitor → input queue (median of clicks, 2 output buffers),")
+        say("beside pacat | parec at the same --latency-msec, fed at its best (each chunk when due, reads as they come)")
+        say("and fed like a two-buffer queue (one chunk ahead, reads of whole chunks):")
+        say("  buffer   queues ms   pacat|parec best   ratio (target ≤ 1.25)   pacat|parec queue-like   ratio")
         let latencySeconds = short ? 2.0 : 5.0
         for ms in [5, 10, 30] {
             do {
                 let ours = try LatencyBench.queues(milliseconds: ms, seconds: latencySeconds)
-                let anchor = try LatencyBench.pacatParec(server: handle, milliseconds: ms, seconds: latencySeconds)
-                guard let ours, let anchor else {
+                let best = try LatencyBench.pacatParec(server: handle, milliseconds: ms, seconds: latencySeconds)
+                let alike = try LatencyBench.pacatParec(server: handle, milliseconds: ms, seconds: latencySeconds, chunksAhead: 1, blockReads: true)
+                guard let ours, let best, let alike else {
                     failures.append("latency at \(ms) ms: clicks were not seen")
                     say(String(format: "  %3d ms   %@", ms, "no clicks seen"))
                     continue
                 }
-                say(String(format: "  %3d ms   %9.1f   %14.1f   %5@", ms, ours, anchor, ratio(ours, anchor)))
+                say(String(format: "  %3d ms   %9.1f   %16.1f   %21@   %22.1f   %5@", ms, ours, best, ratio(ours, best), alike, ratio(ours, alike)))
             } catch {
                 failures.append("latency at \(ms) ms: \(error)")
             }

@@ -84,9 +84,12 @@ enum LatencyBench {
         return log.medianMilliseconds()
     }
 
-    /// pacat | parec at `--latency-msec=milliseconds`: the writer writes the click train in
-    /// chunks of that size at real-time pace; the reader timestamps what parec hands over.
-    static func pacatParec(server: ServerHandle, milliseconds: Int, seconds: Double) throws -> Double? {
+    /// pacat | parec at `--latency-msec=milliseconds`. The writer writes the click train in chunks
+    /// of that size at real-time pace, `chunksAhead` chunks ahead of the clock (0: each chunk when
+    /// it is due, the anchor at its best; 1: as a two-buffer queue hands audio over). The reader
+    /// timestamps what parec hands over as it comes, or, with `blockReads`, each full chunk, as
+    /// an input queue delivers full buffers.
+    static func pacatParec(server: ServerHandle, milliseconds: Int, seconds: Double, chunksAhead: Int = 0, blockReads: Bool = false) throws -> Double? {
         let log = ClickLog()
         let clicks = ClickTrain(period: Int(rate / 4))
         let frames = Int(rate) * milliseconds / 1000
@@ -109,11 +112,20 @@ enum LatencyBench {
         let readFD = outPipe.read
         Thread {
             var chunk = [Float](repeating: 0, count: 16384)
+            var block: [Float] = []
             while true {
                 let n = chunk.withUnsafeMutableBytes { read(readFD, $0.baseAddress, $0.count) }
                 if n <= 0 { break }
                 let now = AudioGetCurrentHostTime()
-                chunk.withUnsafeBufferPointer { log.scan(UnsafeBufferPointer(rebasing: $0[0..<(n / 4)]), arrivedAt: now) }
+                if blockReads {
+                    block += chunk[0..<(n / 4)]
+                    while block.count >= frames {
+                        block[0..<frames].withUnsafeBufferPointer { log.scan($0, arrivedAt: now) }
+                        block.removeFirst(frames)
+                    }
+                } else {
+                    chunk.withUnsafeBufferPointer { log.scan(UnsafeBufferPointer(rebasing: $0[0..<(n / 4)]), arrivedAt: now) }
+                }
             }
             readerDone.signal()
         }.start()
@@ -122,7 +134,7 @@ enum LatencyBench {
         let chunks = Int(seconds * 1000) / milliseconds
         var chunk = [Float](repeating: 0, count: frames)
         for i in 0..<chunks {
-            let due = start + UInt64(Double(i * frames) / rate * 1e9)
+            let due = start + UInt64(Double(max(0, i - chunksAhead) * frames) / rate * 1e9)
             waitUntilHostTime(due)
             let now = AudioGetCurrentHostTime()
             for j in 0..<frames {
