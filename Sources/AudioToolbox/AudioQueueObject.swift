@@ -194,7 +194,7 @@ final class AudioQueueObject: @unchecked Sendable {
             work.append(callbackWork(slot, completed: done))
         }
         let now = hostNow()
-        if let stream, now &- lastTimingRefresh > 250_000_000 {
+        if let stream, now &- lastTimingRefresh > 1_000_000_000 {
             lastTimingRefresh = now
             stream.refreshTiming()
         }
