@@ -211,6 +211,17 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
         let right: Float = pan < 0 ? 1 + pan : 1
         var src = item.samples + start * qc
         var dst = out
+        if volumeStep == 0 && left == 1 && right == 1 && qc == sc {
+            // The common case: same layout, steady volume, centred: a copy or one multiply.
+            let n = frames * qc
+            if volume == 1 {
+                dst.update(from: src, count: n)
+            } else {
+                let v = volume
+                for i in 0..<n { dst[i] = src[i] * v }
+            }
+            return
+        }
         for _ in 0..<frames {
             if volumeStep != 0 {
                 volume += volumeStep
