@@ -15,6 +15,9 @@ enum Bench {
 
     static func main(_ arguments: [String]) {
         let short = arguments.contains("--short")
+        // `--only latency|underruns|cpu` runs one section (for profiling one figure).
+        let only = arguments.firstIndex(of: "--only").flatMap { i in i + 1 < arguments.count ? arguments[i + 1] : nil }
+        func wanted(_ section: String) -> Bool { only == nil || only == section }
         var failures: [String] = []
         let server: PrivatePulseServer?
         let handle: ServerHandle
@@ -38,6 +41,7 @@ enum Bench {
         say("Mode: \(short ? "short (CI)" : "full")")
 
         // 1. Round-trip latency.
+        if wanted("latency") {
         say("")
         say("Round-trip latency, output queue → speaker → monitor → input queue (median of clicks, 2 output buffers),")
         say("beside pacat | parec at the same --latency-msec, fed at its best (each chunk when due, reads as they come)")
@@ -60,7 +64,10 @@ enum Bench {
             }
         }
 
+        }
+
         // 2. Underruns at 10 ms with both cores busy.
+        if wanted("underruns") {
         say("")
         let loadSeconds = short ? 5.0 : 60.0
         do {
@@ -74,7 +81,10 @@ enum Bench {
             failures.append("underruns: \(error)")
         }
 
+        }
+
         // 3. Playback CPU time beside pacat.
+        if wanted("cpu") {
         say("")
         let cpuSeconds = short ? 5.0 : 60.0
         do {
@@ -84,6 +94,7 @@ enum Bench {
                        cpuSeconds, ours.cpuSeconds, anchor, ratio(ours.cpuSeconds, anchor), ours.serverUnderruns))
         } catch {
             failures.append("cpu: \(error)")
+        }
         }
 
         if !failures.isEmpty {
