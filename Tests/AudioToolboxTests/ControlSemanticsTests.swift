@@ -10,8 +10,9 @@ final class ManualQueue: @unchecked Sendable {
     let queue: AudioQueueRef
     let lock = NSLock()
     var returned: [AudioQueueBufferRef] = []
-    var running: [UInt32] = []
-    let stopped = DispatchSemaphore(value: 0)
+    let runningLog = RunningLog()
+    var running: [UInt32] { runningLog.values }
+    var stopped: DispatchSemaphore { runningLog.stopped }
     var enqueueDuringCallback: OSStatus?
     var tryEnqueueInCallback = false
 
@@ -36,16 +37,7 @@ final class ManualQueue: @unchecked Sendable {
         queue = q
         holder.owner = self
         self.holder = holder
-        AudioQueueAddPropertyListener(q, kAudioQueueProperty_IsRunning, { userData, queue, id in
-            let me = Unmanaged<Holder>.fromOpaque(userData!).takeUnretainedValue().owner!
-            var value: UInt32 = 0
-            var size = UInt32(4)
-            AudioQueueGetProperty(queue, id, &value, &size)
-            me.lock.lock()
-            me.running.append(value)
-            me.lock.unlock()
-            if value == 0 { me.stopped.signal() }
-        }, Unmanaged.passUnretained(holder).toOpaque())
+        runningLog.listen(to: q)
     }
 
     /// Breaks the reference cycle a C context would otherwise need.

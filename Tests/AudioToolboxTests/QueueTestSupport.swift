@@ -19,9 +19,9 @@ final class ToneFeeder: @unchecked Sendable {
     let generator: (Int) -> Float
     private(set) var produced = 0
     let finished = DispatchSemaphore(value: 0)
-    let stopped = DispatchSemaphore(value: 0)
+    let running = RunningLog()
+    var stopped: DispatchSemaphore { running.stopped }
     var callbackCount = 0
-    var isRunningChanges: [UInt32] = []
     let lock = NSLock()
 
     init(sampleRate: Double, seconds: Double, generator: @escaping (Int) -> Float) {
@@ -64,15 +64,33 @@ final class ToneFeeder: @unchecked Sendable {
         Unmanaged<ToneFeeder>.fromOpaque(userData!).takeUnretainedValue().fill(queue, buffer)
     }
 
-    static let runningListener: AudioQueuePropertyListenerProc = { userData, queue, id in
-        let me = Unmanaged<ToneFeeder>.fromOpaque(userData!).takeUnretainedValue()
-        var running: UInt32 = 0
-        var size = UInt32(4)
-        AudioQueueGetProperty(queue, id, &running, &size)
-        me.lock.lock()
-        me.isRunningChanges.append(running)
-        me.lock.unlock()
-        if running == 0 { me.stopped.signal() }
+}
+
+/// Records every value `kAudioQueueProperty_IsRunning` takes, through a property listener.
+final class RunningLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var recorded: [UInt32] = []
+    /// Signalled each time the queue stops.
+    let stopped = DispatchSemaphore(value: 0)
+
+    var values: [UInt32] {
+        lock.lock()
+        defer { lock.unlock() }
+        return recorded
+    }
+
+    /// Adds the listener to `queue`; `self` must outlive the queue.
+    func listen(to queue: AudioQueueRef) {
+        AudioQueueAddPropertyListener(queue, kAudioQueueProperty_IsRunning, { userData, queue, id in
+            let me = Unmanaged<RunningLog>.fromOpaque(userData!).takeUnretainedValue()
+            var running: UInt32 = 0
+            var size = UInt32(4)
+            AudioQueueGetProperty(queue, id, &running, &size)
+            me.lock.lock()
+            me.recorded.append(running)
+            me.lock.unlock()
+            if running == 0 { me.stopped.signal() }
+        }, Unmanaged.passUnretained(self).toOpaque())
     }
 }
 
@@ -88,7 +106,7 @@ func makeToneQueue(_ feeder: ToneFeeder, bufferSeconds: Double, count: Int) thro
         AudioQueueAllocateBuffer(queue, UInt32(bufferSeconds * feeder.sampleRate) * 2, &buffer)
         buffers.append(buffer!)
     }
-    AudioQueueAddPropertyListener(queue, kAudioQueueProperty_IsRunning, ToneFeeder.runningListener, feeder.context)
+    feeder.running.listen(to: queue)
     return (queue, buffers)
 }
 
