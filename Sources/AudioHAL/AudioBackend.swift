@@ -98,8 +98,6 @@ package protocol HALStream: AnyObject, Sendable {
     var format: HALStreamFormat { get }
     /// The buffer duration the server granted, in seconds.
     var grantedBufferDuration: Double { get }
-    /// The latency the server reports now (device plus buffered), in seconds.
-    var latency: Double { get }
     /// The device the stream is connected to.
     var device: HALDeviceInfo { get }
     /// Playback underruns (or capture overruns) the server reported since the stream opened.
@@ -125,8 +123,10 @@ package protocol HALStream: AnyObject, Sendable {
 package protocol AudioBackend: AnyObject, Sendable {
     /// A short name: `pulse`, `virtual`.
     var name: String { get }
-    func defaultOutputDevice() throws(HALError) -> HALDeviceInfo
-    func defaultInputDevice() throws(HALError) -> HALDeviceInfo
+    /// The playback device named `name` (the server's name), or the default one for `nil`.
+    func outputDevice(named name: String?) throws(HALError) -> HALDeviceInfo
+    /// The capture device named `name` (the server's name), or the default one for `nil`.
+    func inputDevice(named name: String?) throws(HALError) -> HALDeviceInfo
     func openOutput(_ request: HALStreamRequest, source: any HALRenderSource) throws(HALError) -> any HALStream
     func openInput(_ request: HALStreamRequest, sink: any HALCaptureSink) throws(HALError) -> any HALStream
 }

@@ -2,8 +2,8 @@ import Synchronization
 
 /// Where streams come from: the process's backend, chosen once and shared.
 ///
-/// By default the PulseAudio backend, connected on first use. Tests of the device layer may
-/// install a ``VirtualBackend`` instead; integration tests never do.
+/// The PulseAudio backend, connected on first use. (Offline rendering and the device layer's own
+/// tests use a ``VirtualBackend`` directly.)
 package enum HAL {
     private static let current = Mutex<(any AudioBackend)?>(nil)
 
@@ -20,10 +20,5 @@ package enum HAL {
             }
         }
         return try result.get()
-    }
-
-    /// Replaces the shared backend (`nil`: reconnect to the server on next use).
-    package static func install(_ backend: (any AudioBackend)?) {
-        current.withLock { $0 = backend }
     }
 }

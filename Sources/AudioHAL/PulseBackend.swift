@@ -176,8 +176,8 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
         }
     }
 
-    package func defaultOutputDevice() throws(HALError) -> HALDeviceInfo { try sinkInfo("@DEFAULT_SINK@") }
-    package func defaultInputDevice() throws(HALError) -> HALDeviceInfo { try sourceInfo("@DEFAULT_SOURCE@") }
+    package func outputDevice(named name: String?) throws(HALError) -> HALDeviceInfo { try sinkInfo(name ?? "@DEFAULT_SINK@") }
+    package func inputDevice(named name: String?) throws(HALError) -> HALDeviceInfo { try sourceInfo(name ?? "@DEFAULT_SOURCE@") }
 
     // MARK: Streams
 

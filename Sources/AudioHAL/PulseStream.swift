@@ -39,8 +39,6 @@ final class PulseStream: HALStream, @unchecked Sendable {
         try open(request)
     }
 
-    deinit { close() }
-
     private var isPlayback: Bool { playback != nil }
 
     private func open(_ request: HALStreamRequest) throws(HALError) {
@@ -183,15 +181,6 @@ final class PulseStream: HALStream, @unchecked Sendable {
     // MARK: Control
 
     var xrunCount: Int { xruns.load(ordering: .relaxed) }
-
-    var latency: Double {
-        backend.locked {
-            guard let stream else { return 0 }
-            var usec: pa_usec_t = 0
-            var negative: Int32 = 0
-            return pa_stream_get_latency(stream, &usec, &negative) == 0 && negative == 0 ? Double(usec) / 1e6 : grantedBufferDuration
-        }
-    }
 
     func currentTime() -> HALRenderTime? {
         backend.locked {

@@ -3,9 +3,9 @@ import Synchronization
 /// A lock-free single-producer/single-consumer ring of plain values.
 ///
 /// Storage is allocated once, in `init`; `push` and `pop` never allocate, lock or block, so the
-/// server thread may call them. Exactly one thread may act as producer (`push`, `freeSpace`) and
-/// exactly one as consumer (`pop`, `peek`, `count`) at a time; which threads those are is the
-/// owner's rule, written where each ring is declared. ``removeAll()`` is a consumer operation.
+/// server thread may call them. Exactly one thread may act as producer (`push`) and
+/// exactly one as consumer (`pop`) at a time; which threads those are is the
+/// owner's rule, written where each ring is declared.
 package final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
     private let storage: UnsafeMutablePointer<Element>
     private let mask: Int
@@ -46,22 +46,5 @@ package final class SPSCRing<Element: BitwiseCopyable>: @unchecked Sendable {
         let element = storage[h & mask]
         head.store(h + 1, ordering: .releasing)
         return element
-    }
-
-    /// Consumer: the oldest element without removing it.
-    package func peek() -> Element? {
-        let h = head.load(ordering: .relaxed)
-        let t = tail.load(ordering: .acquiring)
-        return h == t ? nil : storage[h & mask]
-    }
-
-    /// Either side: the number of elements in the ring at the moment of the call.
-    package var count: Int {
-        tail.load(ordering: .acquiring) - head.load(ordering: .acquiring)
-    }
-
-    /// Consumer: drops every element.
-    package func removeAll() {
-        head.store(tail.load(ordering: .acquiring), ordering: .releasing)
     }
 }

@@ -24,8 +24,9 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
     /// The virtual host time: rendered frames converted to nanoseconds at the device rate.
     package var hostTime: UInt64 { UInt64(Double(frames.load(ordering: .relaxed)) * 1e9 / device.sampleRate) }
 
-    package func defaultOutputDevice() throws(HALError) -> HALDeviceInfo { device }
-    package func defaultInputDevice() throws(HALError) -> HALDeviceInfo { device }
+    /// The virtual backend has one device, whatever the name.
+    package func outputDevice(named name: String?) throws(HALError) -> HALDeviceInfo { device }
+    package func inputDevice(named name: String?) throws(HALError) -> HALDeviceInfo { device }
 
     package func openOutput(_ request: HALStreamRequest, source: any HALRenderSource) throws(HALError) -> any HALStream {
         let stream = VirtualStream(backend: self, request: request, source: source, sink: nil)
@@ -93,7 +94,6 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
     }
 
     var isOutput: Bool { source != nil }
-    package var latency: Double { 0 }
     package var xrunCount: Int { 0 }
 
     package func currentTime() -> HALRenderTime? {

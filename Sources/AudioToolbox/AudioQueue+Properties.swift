@@ -154,12 +154,7 @@ private func currentDevice(_ queue: AudioQueueObject) -> HALDeviceInfo? {
     queue.lock.unlock()
     if let stream { return stream.device }
     guard let backend = try? HAL.backend() else { return nil }
-    if let name {
-        return (try? queue.isOutput ? backend.defaultOutputDevice() : backend.defaultInputDevice()).map {
-            HALDeviceInfo(name: name, description: $0.description, sampleRate: $0.sampleRate, channels: $0.channels)
-        }
-    }
-    return try? queue.isOutput ? backend.defaultOutputDevice() : backend.defaultInputDevice()
+    return try? queue.isOutput ? backend.outputDevice(named: name) : backend.inputDevice(named: name)
 }
 
 /// Sets a property: `kAudioQueueProperty_EnableLevelMetering` (UInt32),

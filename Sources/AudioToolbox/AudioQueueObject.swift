@@ -292,12 +292,6 @@ final class AudioQueueObject: @unchecked Sendable {
         return noErr
     }
 
-    func owns(_ buffer: AudioQueueBufferRef) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return slots[buffer] != nil
-    }
-
     // MARK: Enqueue
 
     struct EnqueueOptions {
@@ -547,13 +541,8 @@ final class AudioQueueObject: @unchecked Sendable {
 
     /// Completes an asynchronous stop once the stream has drained. Call with `lock` held.
     private func finishStop() -> [CallbackWork] {
-        stopping = false
-        engine.armed.store(false, ordering: .releasing)
-        engine.stopWhenEmpty.store(false, ordering: .relaxed)
-        if offline == nil { stream?.setCorked(true) }
-        _ = stream.map { s in s.withCallbacksBlocked { engine.reclaim(restartTimeline: true) } }
-        scheduledEnd = 0
-        let work = setRunning(false)
+        // Everything has played, so halting hands back nothing; it resets the engine and timeline.
+        let work = halt(restartTimeline: true) + setRunning(false)
         if disposeWhenStopped {
             return work + [CallbackWork { [self] in _ = dispose(immediate: true) }]
         }
