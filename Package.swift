@@ -25,6 +25,11 @@ let package = Package(
             pkgConfig: "libpulse",
             providers: [.apt(["libpulse-dev"])]
         ),
+        .systemLibrary(
+            name: "CFFmpeg",
+            pkgConfig: "libavformat",
+            providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswresample-dev"])]
+        ),
         .target(name: "CAllocCounter"),
         // Apple's C structs (the queue callbacks are @convention(c) and point to them).
         .target(name: "CCoreAudioTypes"),
@@ -34,8 +39,12 @@ let package = Package(
         .target(name: "CoreAudioTypes", dependencies: ["CCoreAudioTypes"], swiftSettings: strict),
         // Device layer: backends, streams, clock, lock-free rings.
         .target(name: "AudioHAL", dependencies: ["CoreAudioTypes", "CPulseAudio"], swiftSettings: strict),
+        // FFmpeg: demux/decode, encode/mux, resample.
+        .target(name: "AudioCodecs", dependencies: ["CoreAudioTypes", "CFFmpeg"], swiftSettings: strict),
         // Apple's C-style API with Swift signatures.
-        .target(name: "AudioToolbox", dependencies: ["CoreAudioTypes", "CAudioQueueTypes", "AudioHAL"], swiftSettings: strict),
+        .target(
+            name: "AudioToolbox", dependencies: ["CoreAudioTypes", "CAudioQueueTypes", "AudioHAL", "AudioCodecs"],
+            swiftSettings: strict),
         .target(name: "AVFAudio", dependencies: ["AudioToolbox"], swiftSettings: strict),
         .target(name: "AVFoundation", dependencies: ["AVFAudio"], swiftSettings: strict),
 
@@ -47,6 +56,7 @@ let package = Package(
 
         .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),
         .testTarget(name: "AudioHALTests", dependencies: ["AudioHAL", "CAllocCounter", "AudioTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AudioFileTests", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "AudioToolboxTests",
             dependencies: ["AudioToolbox", "AudioHAL", "AudioTestSupport", "CAllocCounter"],

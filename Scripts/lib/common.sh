@@ -8,6 +8,13 @@ OPENAVF_PACKAGES=(
     libpulse-dev      # libpulse: the sound server's client library (AudioHAL)
     pulseaudio        # the private server tests, benchmark and headless demo start
     pulseaudio-utils  # pactl, pacat, parec: real peers the tests and benchmark measure against
+    libavformat-dev   # FFmpeg: containers (AudioCodecs)
+    libavcodec-dev    # FFmpeg: codecs
+    libavutil-dev
+    libswresample-dev # FFmpeg: sample rate conversion
+    ffmpeg            # ffmpeg/ffprobe: interoperability peers and the benchmark's anchor
+    sox               # a second independent reader/writer for interoperability tests
+    espeak-ng         # speech files written by a third program
 )
 
 ensure_packages() {

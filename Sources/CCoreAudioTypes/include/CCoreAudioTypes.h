@@ -123,6 +123,19 @@ typedef struct AudioValueRange {
     double mMaximum;
 } AudioValueRange;
 
+typedef struct AudioBuffer {
+    uint32_t mNumberChannels;
+    uint32_t mDataByteSize;
+    void *_Nullable mData;
+} AudioBuffer;
+
+/// Variable length: `mNumberBuffers` buffers follow; Swift code walks them with
+/// `UnsafeMutableAudioBufferListPointer`.
+typedef struct AudioBufferList {
+    uint32_t mNumberBuffers;
+    AudioBuffer mBuffers[1];
+} AudioBufferList;
+
 typedef struct AudioClassDescription {
     uint32_t mType;
     uint32_t mSubType;
@@ -133,6 +146,8 @@ _Static_assert(sizeof(AudioStreamBasicDescription) == 40, "ASBD layout must matc
 _Static_assert(sizeof(AudioStreamPacketDescription) == 16, "packet description layout must match Apple's");
 _Static_assert(sizeof(SMPTETime) == 24, "SMPTETime layout must match Apple's");
 _Static_assert(sizeof(AudioTimeStamp) == 64, "AudioTimeStamp layout must match Apple's");
+_Static_assert(sizeof(AudioBuffer) == 16, "AudioBuffer layout must match Apple's");
+_Static_assert(sizeof(AudioBufferList) == 24, "AudioBufferList layout must match Apple's");
 _Static_assert(sizeof(AudioChannelLayout) == 32, "AudioChannelLayout layout must match Apple's");
 
 #endif

@@ -1,0 +1,122 @@
+internal import CFFmpeg
+package import CoreAudioTypes
+
+/// Decodes packets of one compressed format to interleaved 32-bit float with FFmpeg.
+///
+/// Runs on the caller's thread and allocates; never use it on a real-time thread.
+package final class PacketDecoder {
+    package let formatID: AudioFormatID
+    package let channels: Int
+    /// The rate decoded audio comes out at; HE-AAC may report half of it in its description,
+    /// so this is updated from the first decoded frame.
+    package private(set) var sampleRate: Double
+    private var context: UnsafeMutablePointer<AVCodecContext>?
+    private var frame: UnsafeMutablePointer<AVFrame>?
+    private var packet: UnsafeMutablePointer<AVPacket>?
+
+    /// - Parameters:
+    ///   - bytesPerPacket: the constant packet size (IMA4's block), or 0.
+    ///   - bitsPerSample: the source bit depth where the codec needs it, or 0.
+    ///   - cookie: Apple's magic cookie for the format, if it has one.
+    package init(
+        formatID: AudioFormatID, sampleRate: Double, channels: Int, bytesPerPacket: Int = 0,
+        bitsPerSample: Int = 0, cookie: [UInt8] = []
+    ) throws {
+        _ = quietFFmpeg
+        guard let info = CodecCatalog.info(formatID), info.canDecode, let codec = avcodec_find_decoder(info.codec) else {
+            throw CodecError(.unsupported, "no decoder for format '\(formatID.fourCharCodeString)'")
+        }
+        guard (1...64).contains(channels) else { throw CodecError(.unsupported, "\(channels) channels cannot be decoded") }
+        guard sampleRate >= 1, sampleRate <= 768_000 else { throw CodecError(.unsupported, "sample rate \(sampleRate) cannot be decoded") }
+        self.formatID = formatID
+        self.channels = channels
+        self.sampleRate = sampleRate
+        guard let context = avcodec_alloc_context3(codec), let frame = av_frame_alloc(), let packet = av_packet_alloc() else {
+            throw CodecError(.other, "out of memory creating a decoder")
+        }
+        self.context = context
+        self.frame = frame
+        self.packet = packet
+        context.pointee.sample_rate = Int32(sampleRate)
+        av_channel_layout_default(&context.pointee.ch_layout, Int32(channels))
+        context.pointee.block_align = Int32(bytesPerPacket)
+        context.pointee.bits_per_coded_sample = Int32(bitsPerSample)
+        let extradata = MagicCookie.extradata(fromCookie: cookie, formatID: formatID)
+        if !extradata.isEmpty {
+            let padded = Int(oav_input_buffer_padding())
+            guard let bytes = av_mallocz(extradata.count + padded) else { throw CodecError(.other, "out of memory") }
+            bytes.copyMemory(from: extradata, byteCount: extradata.count)
+            context.pointee.extradata = bytes.assumingMemoryBound(to: UInt8.self)
+            context.pointee.extradata_size = Int32(extradata.count)
+        }
+        let status = avcodec_open2(context, codec, nil)
+        guard status >= 0 else {
+            throw CodecError("opening the '\(formatID.fourCharCodeString)' decoder", code: status)
+        }
+    }
+
+    deinit {
+        avcodec_free_context(&context)
+        av_frame_free(&frame)
+        av_packet_free(&packet)
+    }
+
+    /// Decodes one packet and appends what comes out to `output` (interleaved float, `channels`
+    /// per frame). Returns the frames appended; a codec with delay may return 0 for early packets.
+    @discardableResult
+    package func decode(_ bytes: UnsafeRawBufferPointer, into output: inout [Float]) throws -> Int {
+        guard let context, let packet else { return 0 }
+        guard !bytes.isEmpty else { return 0 }
+        let status = av_new_packet(packet, Int32(bytes.count))
+        guard status >= 0 else { throw CodecError("allocating a packet", code: status) }
+        packet.pointee.data.update(from: bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+        defer { av_packet_unref(packet) }
+        var sent = avcodec_send_packet(context, packet)
+        var total = 0
+        if sent == oav_averror_eagain() {
+            total += try receive(into: &output)
+            sent = avcodec_send_packet(context, packet)
+        }
+        guard sent >= 0 else { throw CodecError("decoding a '\(formatID.fourCharCodeString)' packet", code: sent) }
+        total += try receive(into: &output)
+        return total
+    }
+
+    /// Drains what the codec still holds at the end of the stream.
+    @discardableResult
+    package func finish(into output: inout [Float]) throws -> Int {
+        guard let context else { return 0 }
+        _ = avcodec_send_packet(context, nil)
+        return try receive(into: &output)
+    }
+
+    /// Forgets codec state (a seek or a reset).
+    package func reset() {
+        if let context { avcodec_flush_buffers(context) }
+    }
+
+    private func receive(into output: inout [Float]) throws -> Int {
+        guard let context, let frame else { return 0 }
+        var total = 0
+        while true {
+            let status = avcodec_receive_frame(context, frame)
+            if status == oav_averror_eagain() || status == oav_averror_eof() { break }
+            guard status >= 0 else { throw CodecError("decoding '\(formatID.fourCharCodeString)'", code: status) }
+            defer { av_frame_unref(frame) }
+            if frame.pointee.sample_rate > 0 { sampleRate = Double(frame.pointee.sample_rate) }
+            let got = Int(frame.pointee.ch_layout.nb_channels)
+            if got == channels {
+                SampleLayout.appendInterleaved(frame, to: &output)
+            } else {
+                // The stream changed its channel count (an HE-AAC v2 parametric-stereo stream declared
+                // mono, say): map onto the declared count so callers keep one layout.
+                var temp: [Float] = []
+                SampleLayout.appendInterleaved(frame, to: &temp)
+                let frames = Int(frame.pointee.nb_samples)
+                ChannelMapper.map(temp, from: got, to: channels, frames: frames, into: &output)
+            }
+            total += Int(frame.pointee.nb_samples)
+        }
+        return total
+    }
+}

@@ -1,0 +1,341 @@
+internal import AudioCodecs
+import CoreAudioTypes
+
+/// The conversion engine behind AudioConverter, ExtAudioFile and compressed audio queues:
+/// source packets or PCM → interleaved float → channel count → sample rate → destination PCM or
+/// packets. Everything in between is interleaved 32-bit float, which holds 24-bit integers exactly;
+/// identical linear PCM formats are copied byte for byte instead.
+///
+/// Not thread-safe; allocates; never on a real-time thread.
+final class ConverterCore {
+    private(set) var source: AudioStreamBasicDescription
+    private(set) var destination: AudioStreamBasicDescription
+    let sourcePCM: PCMBufferIO?
+    let destinationPCM: PCMBufferIO?
+    /// Same linear PCM layout on both sides: bytes are copied.
+    let passthrough: Bool
+
+    var decompressionCookie: [UInt8] = []
+    var bitRate: Int?
+    var codecQuality: Int?
+    var sampleRateConverterQuality = 0x60
+
+    private var decoder: PacketDecoder?
+    private var encoder: PacketEncoder?
+    private var resampler: SampleRateConverter?
+    private var resamplerChecked = false
+
+    /// Destination-side float not yet handed out (PCM destinations).
+    private var frames: [Float] = []
+    private var framesStart = 0
+    /// Source bytes not yet handed out, when ``passthrough``.
+    private var passBytes: [UInt8] = []
+    private var passStart = 0
+    /// Encoded packets not yet handed out (compressed destinations).
+    private var packetBytes: [UInt8] = []
+    private var packetTable: [(offset: Int, size: Int, frames: Int)] = []
+    private var packetStart = 0
+    private var scratch: [Float] = []
+    private var mapped: [Float] = []
+    private(set) var inputEnded = false
+    /// Padding the encoder added to fill its last packet.
+    private(set) var remainderFrames = 0
+
+    init(from source: AudioStreamBasicDescription, to destination: AudioStreamBasicDescription) throws(ConverterFailure) {
+        let src = try Self.complete(source, sampleRateFrom: nil)
+        let dst = try Self.complete(destination, sampleRateFrom: src)
+        self.source = src
+        self.destination = dst
+        sourcePCM = src.mFormatID == kAudioFormatLinearPCM ? PCMBufferIO(src) : nil
+        destinationPCM = dst.mFormatID == kAudioFormatLinearPCM ? PCMBufferIO(dst) : nil
+        if src.mFormatID == kAudioFormatLinearPCM && sourcePCM == nil {
+            throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "the source linear PCM description is not supported: \(src.formatSummary)")
+        }
+        if dst.mFormatID == kAudioFormatLinearPCM && destinationPCM == nil {
+            throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "the destination linear PCM description is not supported: \(dst.formatSummary)")
+        }
+        if sourcePCM == nil {
+            guard CodecCatalog.info(src.mFormatID)?.canDecode == true else {
+                throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "no decoder for '\(src.mFormatID.fourCharCodeString)'")
+            }
+        }
+        if destinationPCM == nil {
+            guard CodecCatalog.info(dst.mFormatID)?.canEncode == true else {
+                throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "no encoder for '\(dst.mFormatID.fourCharCodeString)'")
+            }
+            if let rates = PacketEncoder.supportedSampleRates(dst.mFormatID), !rates.contains(Int(dst.mSampleRate)) {
+                throw ConverterFailure(
+                    kAudioConverterErr_OutputSampleRateOutOfRange,
+                    "'\(dst.mFormatID.fourCharCodeString)' cannot be encoded at \(Int(dst.mSampleRate)) Hz")
+            }
+        }
+        passthrough =
+            sourcePCM != nil && destinationPCM != nil && src.mSampleRate == dst.mSampleRate
+            && src.mFormatFlags == dst.mFormatFlags && src.mBitsPerChannel == dst.mBitsPerChannel
+            && src.mBytesPerFrame == dst.mBytesPerFrame && src.mChannelsPerFrame == dst.mChannelsPerFrame
+            && (src.mFormatFlags & kAudioFormatFlagIsNonInterleaved == 0 || src.mChannelsPerFrame == 1)
+    }
+
+    /// Fills what Apple's converters fill in a partial description: packet shape from the format,
+    /// the source's rate and channel count where the destination leaves them 0.
+    static func complete(_ f: AudioStreamBasicDescription, sampleRateFrom other: AudioStreamBasicDescription?) throws(ConverterFailure) -> AudioStreamBasicDescription {
+        var d = f
+        if d.mSampleRate == 0, let other { d.mSampleRate = other.mSampleRate }
+        if d.mChannelsPerFrame == 0, let other { d.mChannelsPerFrame = other.mChannelsPerFrame }
+        guard d.mSampleRate > 0, d.mSampleRate.isFinite, d.mSampleRate <= 768_000 else {
+            throw ConverterFailure(other == nil ? kAudioConverterErr_InputSampleRateOutOfRange : kAudioConverterErr_OutputSampleRateOutOfRange,
+                                   "sample rate \(d.mSampleRate) is out of range")
+        }
+        guard d.mChannelsPerFrame >= 1, d.mChannelsPerFrame <= 64 else {
+            throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "\(d.mChannelsPerFrame) channels are not supported")
+        }
+        if d.mFormatID != kAudioFormatLinearPCM, let info = CodecCatalog.info(d.mFormatID) {
+            if d.mFramesPerPacket == 0 { d.mFramesPerPacket = UInt32(info.framesPerPacket) }
+            if d.mBytesPerPacket == 0 && info.isConstantBitRate { d.mBytesPerPacket = UInt32(info.bytesPerPacketPerChannel) * d.mChannelsPerFrame }
+            if info.bytesPerPacketPerChannel > 0 && info.framesPerPacket == 1 {
+                d.mBytesPerFrame = d.mBytesPerPacket
+                d.mBitsPerChannel = 8
+            }
+        }
+        return d
+    }
+
+    var sourceIsPCM: Bool { sourcePCM != nil }
+    var destinationIsPCM: Bool { destinationPCM != nil }
+
+    /// Frames of encoder delay at the start of the output (AAC's priming), once known.
+    var primingFrames: Int { (try? openEncoder())?.primingFrames ?? 0 }
+
+    /// The destination's magic cookie (after the encoder opens).
+    var compressionCookie: [UInt8] { (try? openEncoder())?.cookie ?? [] }
+
+    // MARK: Input
+
+    /// Feeds `count` frames of source PCM from `list`.
+    func pushPCM(_ list: UnsafeMutableAudioBufferListPointer, frames count: Int) throws(ConverterFailure) {
+        guard let sourcePCM, count > 0 else { return }
+        if passthrough {
+            guard let data = list[0].mData else { return }
+            passBytes.append(contentsOf: UnsafeRawBufferPointer(start: data, count: count * Int(source.mBytesPerFrame)))
+            return
+        }
+        scratch.removeAll(keepingCapacity: true)
+        sourcePCM.read(list, frames: count, into: &scratch)
+        try pushFloat(sourceRate: source.mSampleRate)
+    }
+
+    /// Feeds one packet of the compressed source.
+    func pushPacket(_ bytes: UnsafeRawBufferPointer) throws(ConverterFailure) {
+        let decoder = try openDecoder()
+        scratch.removeAll(keepingCapacity: true)
+        do {
+            try decoder.decode(bytes, into: &scratch)
+        } catch {
+            throw ConverterFailure(kAudioConverterErr_UnspecifiedError, "decoding failed: \(error)")
+        }
+        try pushFloat(sourceRate: decoder.sampleRate)
+    }
+
+    /// The source has no more data: drains decoder, resampler and encoder.
+    func endInput() throws(ConverterFailure) {
+        guard !inputEnded else { return }
+        inputEnded = true
+        if let decoder {
+            scratch.removeAll(keepingCapacity: true)
+            _ = try? decoder.finish(into: &scratch)
+            try pushFloat(sourceRate: decoder.sampleRate)
+        }
+        if let resampler {
+            mapped.removeAll(keepingCapacity: true)
+            _ = try? resampler.finish(into: &mapped)
+            try deliver(mapped)
+        }
+        if destinationPCM == nil {
+            let encoder = try openEncoder()
+            do {
+                remainderFrames = try encoder.finish { bytes, frames in self.queuePacket(bytes, frames: frames) }
+            } catch {
+                throw ConverterFailure(kAudioConverterErr_UnspecifiedError, "encoding failed: \(error)")
+            }
+        }
+    }
+
+    private func pushFloat(sourceRate: Double) throws(ConverterFailure) {
+        guard !scratch.isEmpty else { return }
+        let inChannels = Int(source.mChannelsPerFrame)
+        let outChannels = Int(destination.mChannelsPerFrame)
+        let count = scratch.count / inChannels
+        if !resamplerChecked || (resampler == nil && sourceRate != destination.mSampleRate) {
+            resamplerChecked = true
+            if sourceRate != destination.mSampleRate {
+                do {
+                    resampler = try SampleRateConverter(
+                        from: Int(sourceRate), to: Int(destination.mSampleRate), channels: outChannels, quality: sampleRateConverterQuality)
+                } catch {
+                    throw ConverterFailure(kAudioConverterErr_InputSampleRateOutOfRange, "\(error)")
+                }
+            }
+        }
+        mapped.removeAll(keepingCapacity: true)
+        if let resampler {
+            var channelMapped: [Float] = []
+            ChannelMapper.map(scratch, from: inChannels, to: outChannels, frames: count, into: &channelMapped)
+            do {
+                try channelMapped.withUnsafeBufferPointer { _ = try resampler.convert($0.baseAddress!, frames: count, into: &mapped) }
+            } catch {
+                throw ConverterFailure(kAudioConverterErr_UnspecifiedError, "\(error)")
+            }
+        } else {
+            ChannelMapper.map(scratch, from: inChannels, to: outChannels, frames: count, into: &mapped)
+        }
+        try deliver(mapped)
+    }
+
+    private func deliver(_ samples: [Float]) throws(ConverterFailure) {
+        guard !samples.isEmpty else { return }
+        if destinationPCM != nil {
+            frames.append(contentsOf: samples)
+            return
+        }
+        let encoder = try openEncoder()
+        let channels = Int(destination.mChannelsPerFrame)
+        do {
+            try samples.withUnsafeBufferPointer { buffer in
+                try encoder.encode(buffer.baseAddress!, frames: buffer.count / channels) { bytes, frames in
+                    self.queuePacket(bytes, frames: frames)
+                }
+            }
+        } catch {
+            throw ConverterFailure(kAudioConverterErr_UnspecifiedError, "encoding failed: \(error)")
+        }
+    }
+
+    private func queuePacket(_ bytes: UnsafeRawBufferPointer, frames: Int) {
+        // Constant-size formats come out of FFmpeg as runs of packets (µ-law); split them.
+        let fixed = Int(destination.mBytesPerPacket)
+        if fixed > 0 && bytes.count > fixed && destination.mFramesPerPacket == 1 {
+            var at = 0
+            while at + fixed <= bytes.count {
+                queuePacket(UnsafeRawBufferPointer(rebasing: bytes[at..<(at + fixed)]), frames: 1)
+                at += fixed
+            }
+            return
+        }
+        packetTable.append((packetBytes.count, bytes.count, frames))
+        packetBytes.append(contentsOf: bytes)
+    }
+
+    private func openDecoder() throws(ConverterFailure) -> PacketDecoder {
+        if let decoder { return decoder }
+        do {
+            let d = try PacketDecoder(
+                formatID: source.mFormatID, sampleRate: source.mSampleRate, channels: Int(source.mChannelsPerFrame),
+                bytesPerPacket: Int(source.mBytesPerPacket), bitsPerSample: Int(source.mBitsPerChannel), cookie: decompressionCookie)
+            decoder = d
+            return d
+        } catch {
+            throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "\(error)")
+        }
+    }
+
+    private func openEncoder() throws(ConverterFailure) -> PacketEncoder {
+        if let encoder { return encoder }
+        let bits =
+            [1: 16, 2: 20, 3: 24, 4: 32][destination.mFormatFlags]
+            ?? (sourcePCM != nil ? Int(source.mBitsPerChannel) : 16)
+        do {
+            let e = try PacketEncoder(
+                formatID: destination.mFormatID, sampleRate: Int(destination.mSampleRate), channels: Int(destination.mChannelsPerFrame),
+                bitRate: bitRate, quality: codecQuality, bitsPerSample: bits)
+            encoder = e
+            if destination.mFramesPerPacket == 0 && e.framesPerPacket > 0 { destination.mFramesPerPacket = UInt32(e.framesPerPacket) }
+            return e
+        } catch {
+            throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "\(error)")
+        }
+    }
+
+    // MARK: Output
+
+    var availableFrames: Int {
+        passthrough
+            ? (passBytes.count - passStart) / Int(destination.mBytesPerFrame)
+            : (frames.count - framesStart) / Int(destination.mChannelsPerFrame)
+    }
+    var availablePackets: Int { packetTable.count - packetStart }
+
+    /// Writes up to `count` frames into `list` at frame `offset`; returns frames written.
+    func takeFrames(_ count: Int, into list: UnsafeMutableAudioBufferListPointer, offset: Int = 0) -> Int {
+        guard let destinationPCM else { return 0 }
+        let n = min(count, availableFrames)
+        guard n > 0 else { return 0 }
+        if passthrough {
+            let size = n * Int(destination.mBytesPerFrame)
+            guard let data = list[0].mData else { return 0 }
+            passBytes.withUnsafeBytes { (data + offset * Int(destination.mBytesPerFrame)).copyMemory(from: $0.baseAddress! + passStart, byteCount: size) }
+            passStart += size
+            if passStart > 1 << 18 && passStart * 2 > passBytes.count {
+                passBytes.removeFirst(passStart)
+                passStart = 0
+            }
+            return n
+        }
+        frames.withUnsafeBufferPointer { destinationPCM.write($0.baseAddress! + framesStart, frames: n, into: list, offset: offset) }
+        framesStart += n * Int(destination.mChannelsPerFrame)
+        if framesStart > 1 << 16 && framesStart * 2 > frames.count {
+            frames.removeFirst(framesStart)
+            framesStart = 0
+        }
+        return n
+    }
+
+    /// The next packet, if one is ready: its bytes and frames.
+    func peekPacket() -> (bytes: UnsafeRawBufferPointer, frames: Int)? {
+        guard packetStart < packetTable.count else { return nil }
+        let p = packetTable[packetStart]
+        return packetBytes.withUnsafeBytes { (UnsafeRawBufferPointer(rebasing: $0[p.offset..<(p.offset + p.size)]), p.frames) }
+    }
+
+    /// Copies the next packet to `destination` (room for its size) and forgets it.
+    func takePacket(into destination: UnsafeMutableRawPointer) -> (size: Int, frames: Int)? {
+        guard packetStart < packetTable.count else { return nil }
+        let p = packetTable[packetStart]
+        packetBytes.withUnsafeBytes { destination.copyMemory(from: $0.baseAddress! + p.offset, byteCount: p.size) }
+        packetStart += 1
+        if packetStart == packetTable.count {
+            packetTable.removeAll(keepingCapacity: true)
+            packetBytes.removeAll(keepingCapacity: true)
+            packetStart = 0
+        }
+        return (p.size, p.frames)
+    }
+
+    var nextPacketSize: Int? { packetStart < packetTable.count ? packetTable[packetStart].size : nil }
+
+    /// Forgets all state: codec history, buffered output, end of input.
+    func reset() {
+        decoder?.reset()
+        encoder = nil
+        resampler = nil
+        resamplerChecked = false
+        frames.removeAll()
+        framesStart = 0
+        passBytes.removeAll()
+        passStart = 0
+        packetBytes.removeAll()
+        packetTable.removeAll()
+        packetStart = 0
+        inputEnded = false
+        remainderFrames = 0
+    }
+}
+
+/// A converter failure: Apple's status and what was wrong.
+struct ConverterFailure: Error {
+    let status: OSStatus
+    let reason: String
+    init(_ status: OSStatus, _ reason: String) {
+        self.status = status
+        self.reason = reason
+    }
+}

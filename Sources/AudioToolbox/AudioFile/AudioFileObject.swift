@@ -1,0 +1,191 @@
+internal import AudioCodecs
+import CoreAudioTypes
+internal import Foundation
+import Glibc
+import Synchronization
+
+/// An open AudioFile: its container behind a lock (Apple's AudioFile calls may come from any
+/// thread), reachable from an ``AudioFileID`` only while it is open.
+final class AudioFileObject: @unchecked Sendable {
+    private let lock = NSLock()
+    private let container: any AudioFileContainer
+    let permissions: AudioFilePermissions
+    /// The reason for the last failure, for command-line tools to print.
+    private(set) var lastReason = ""
+
+    init(_ container: any AudioFileContainer, permissions: AudioFilePermissions) {
+        self.container = container
+        self.permissions = permissions
+    }
+
+    var id: AudioFileID { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+
+    /// Runs `body` on the container under the lock; a failure becomes its status.
+    func with(_ body: (any AudioFileContainer) throws(AudioFileFailure) -> Void) -> OSStatus {
+        lock.lock()
+        defer { lock.unlock() }
+        do {
+            try body(container)
+            return noErr
+        } catch {
+            lastReason = error.reason
+            return error.status
+        }
+    }
+
+    // MARK: Opening and creating
+
+    static func open(path: String, permissions: AudioFilePermissions, hint: AudioFileTypeID) throws(AudioFileFailure) -> AudioFileObject {
+        let flags = permissions == .readPermission ? O_RDONLY : O_RDWR
+        let fd = Glibc.open(path, flags | O_CLOEXEC)
+        guard fd >= 0 else { throw openFailure(path) }
+        var head = [UInt8](repeating: 0, count: 12)
+        let got = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 12, 0) }
+        var st = stat()
+        if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
+            Glibc.close(fd)
+            throw AudioFileFailure(kAudioFileUnsupportedFileTypeError, "\(path) is a directory")
+        }
+        let kind: ChunkFile.Kind?
+        if got == 12 {
+            var r = ByteReader(head)
+            let magic = r.fourCC()!
+            _ = r.be(UInt32.self)
+            let form = r.fourCC()!
+            switch (magic, form) {
+            case (fourCC("caff"), _): kind = .caf
+            case (fourCC("RIFF"), fourCC("WAVE")): kind = .wave
+            case (fourCC("FORM"), fourCC("AIFF")): kind = .aiff
+            case (fourCC("FORM"), fourCC("AIFC")): kind = .aifc
+            default: kind = nil
+            }
+        } else {
+            kind = nil
+        }
+        if let kind {
+            do {
+                return AudioFileObject(try ChunkFile(kind: kind, fd: fd, writable: permissions != .readPermission), permissions: permissions)
+            } catch {
+                Glibc.close(fd)
+                throw error
+            }
+        }
+        Glibc.close(fd)
+        if got < 4 {
+            let named = hint != 0 || AudioFileObject.type(forExtension: (path as NSString).pathExtension) != nil
+            throw AudioFileFailure(
+                named ? kAudioFileInvalidFileError : kAudioFileUnsupportedFileTypeError,
+                "\(path) is too short (\(max(got, 0)) bytes) to be an audio file")
+        }
+        guard permissions == .readPermission else {
+            throw AudioFileFailure(kAudioFileOperationNotSupportedError, "\(path): this file type opens for reading only")
+        }
+        return AudioFileObject(try CodecFile(reading: path), permissions: permissions)
+    }
+
+    static func create(path: String, type: AudioFileTypeID, format: AudioStreamBasicDescription, flags: AudioFileFlags) throws(AudioFileFailure) -> AudioFileObject {
+        let kind: ChunkFile.Kind?
+        switch type {
+        case kAudioFileCAFType: kind = .caf
+        case kAudioFileWAVEType: kind = .wave
+        case kAudioFileAIFFType: kind = .aiff
+        case kAudioFileAIFCType: kind = .aifc
+        default: kind = nil
+        }
+        guard kind != nil || CodecFile.writable[type] != nil else {
+            throw AudioFileFailure(kAudioFileUnsupportedFileTypeError, "files of type '\(type.fourCharCodeString)' cannot be written")
+        }
+        // Check the format before touching the disk.
+        if let kind { try ChunkFile.check(format, fits: kind) }
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | (flags.contains(.eraseFile) ? O_TRUNC : O_EXCL), 0o644)
+        guard fd >= 0 else {
+            if errno == EEXIST { throw AudioFileFailure(kAudioFilePermissionsError, "\(path) exists; pass .eraseFile to replace it") }
+            throw openFailure(path)
+        }
+        if let kind {
+            do {
+                return AudioFileObject(try ChunkFile(creating: kind, fd: fd, format: format), permissions: .readWritePermission)
+            } catch {
+                Glibc.close(fd)
+                unlink(path)
+                throw error
+            }
+        }
+        Glibc.close(fd)
+        do {
+            return AudioFileObject(try CodecFile(creating: path, type: type, format: format), permissions: .writePermission)
+        } catch {
+            unlink(path)
+            throw error
+        }
+    }
+
+    private static func openFailure(_ path: String) -> AudioFileFailure {
+        let reason = "\(path): \(String(cString: strerror(errno)))"
+        switch errno {
+        case ENOENT, ENOTDIR: return AudioFileFailure(kAudioFileFileNotFoundError, reason)
+        case EACCES, EPERM, EROFS: return AudioFileFailure(kAudioFilePermissionsError, reason)
+        case EISDIR: return AudioFileFailure(kAudioFileUnsupportedFileTypeError, reason)
+        case EMFILE, ENFILE: return AudioFileFailure(kAudio_TooManyFilesOpenError, reason)
+        default: return AudioFileFailure(kAudioFileUnspecifiedError, reason)
+        }
+    }
+
+    /// Apple's type for a file name extension, `nil` when none matches.
+    static func type(forExtension ext: String) -> AudioFileTypeID? {
+        switch ext.lowercased() {
+        case "caf": kAudioFileCAFType
+        case "wav", "wave": kAudioFileWAVEType
+        case "aif", "aiff": kAudioFileAIFFType
+        case "aifc": kAudioFileAIFCType
+        case "m4a": kAudioFileM4AType
+        case "m4b": kAudioFileM4BType
+        case "mp4": kAudioFileMPEG4Type
+        case "aac", "adts": kAudioFileAAC_ADTSType
+        case "mp3": kAudioFileMP3Type
+        case "flac": kAudioFileFLACType
+        case "ogg", "opus", "oga": kAudioFileOggType
+        case "3gp": kAudioFile3GPType
+        case "3g2": kAudioFile3GP2Type
+        case "amr": kAudioFileAMRType
+        case "ac3": kAudioFileAC3Type
+        case "au", "snd": kAudioFileNextType
+        default: nil
+        }
+    }
+
+    /// Types this library reads and writes.
+    static var readableTypes: [AudioFileTypeID] {
+        [kAudioFileCAFType, kAudioFileWAVEType, kAudioFileAIFFType, kAudioFileAIFCType, kAudioFileM4AType, kAudioFileM4BType,
+         kAudioFileMPEG4Type, kAudioFileAAC_ADTSType, kAudioFileMP3Type, kAudioFileFLACType, kAudioFileOggType,
+         kAudioFile3GPType, kAudioFile3GP2Type, kAudioFileAMRType, kAudioFileAC3Type, kAudioFileNextType]
+    }
+
+    static var writableTypes: [AudioFileTypeID] {
+        [kAudioFileCAFType, kAudioFileWAVEType, kAudioFileAIFFType, kAudioFileAIFCType] + CodecFile.writable.keys.sorted()
+    }
+
+    /// The format IDs a writable `type` holds.
+    static func formats(for type: AudioFileTypeID) -> [AudioFormatID]? {
+        switch type {
+        case kAudioFileCAFType: [kAudioFormatLinearPCM] + CodecCatalog.all.map(\.formatID)
+        case kAudioFileWAVEType: [kAudioFormatLinearPCM, kAudioFormatULaw, kAudioFormatALaw]
+        case kAudioFileAIFFType: [kAudioFormatLinearPCM]
+        case kAudioFileAIFCType: [kAudioFormatLinearPCM, kAudioFormatULaw, kAudioFormatALaw, kAudioFormatAppleIMA4]
+        default: CodecFile.writable[type]?.formats
+        }
+    }
+}
+
+/// The files open in this process, so that a stale or foreign ``AudioFileID`` gets an error
+/// instead of a crash.
+enum AudioFileRegistry {
+    private static let live = Mutex<[UInt: AudioFileObject]>([:])
+    private static func key(_ id: AudioFileID) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(id))) }
+    static func add(_ file: AudioFileObject) { live.withLock { $0[key(file.id)] = file } }
+    static func remove(_ id: AudioFileID) -> AudioFileObject? { live.withLock { $0.removeValue(forKey: key(id)) } }
+    static func lookup(_ id: AudioFileID?) -> AudioFileObject? {
+        guard let id else { return nil }
+        return live.withLock { $0[key(id)] }
+    }
+}

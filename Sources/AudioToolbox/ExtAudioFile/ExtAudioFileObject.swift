@@ -1,0 +1,326 @@
+import CoreAudioTypes
+
+/// An ExtAudioFile: an AudioFile plus a converter between its format and the client's.
+/// Positions are in the file's sample frames, as Apple's (QA1609); priming and remainder frames
+/// of compressed files are trimmed, so reads return exactly the valid frames.
+final class ExtAudioFileObject: @unchecked Sendable {
+    let file: AudioFileObject
+    let fileID: AudioFileID
+    let ownsFile: Bool
+    let forWriting: Bool
+    private(set) var fileFormat: AudioStreamBasicDescription
+    private(set) var clientFormat: AudioStreamBasicDescription
+    private(set) var converter: AudioConverterObject?
+    private var core: ConverterCore? { converter?.core }
+
+    // Reading state.
+    private var nextPacket: Int64 = 0
+    private var seekFrame: Int64 = 0
+    private var producedClientFrames: Int64 = 0
+    private var discardClientFrames = 0
+    private let packetBuffer = RawBuffer()
+    private var descriptions: [AudioStreamPacketDescription] = []
+    private let trash = RawBuffer()
+
+    // Writing state.
+    private var writtenPackets: Int64 = 0
+    private var writtenClientFrames: Int64 = 0
+    private var cookieWritten = false
+
+    var ref: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+
+    init(file: AudioFileObject, ownsFile: Bool, forWriting: Bool) throws(ConverterFailure) {
+        self.file = file
+        fileID = file.id
+        self.ownsFile = ownsFile
+        self.forWriting = forWriting
+        var format = AudioStreamBasicDescription()
+        _ = file.with { c throws(AudioFileFailure) in format = c.format }
+        fileFormat = format
+        clientFormat = format
+        if format.mFormatID == kAudioFormatLinearPCM { try setClientFormat(format) }
+        if forWriting { _ = file.with { c throws(AudioFileFailure) in writtenPackets = c.packetCount } }
+    }
+
+    private var packetTable: AudioFilePacketTableInfo? {
+        var info: AudioFilePacketTableInfo?
+        _ = file.with { c throws(AudioFileFailure) in info = c.packetTableInfo }
+        return info
+    }
+
+    private var packetCount: Int64 {
+        var n: Int64 = 0
+        _ = file.with { c throws(AudioFileFailure) in n = c.packetCount }
+        return n
+    }
+
+    /// Valid frames in the file (file rate): the packet table's count, or packets × frames per packet.
+    var fileLengthFrames: Int64 {
+        if forWriting {
+            return fileFormat.mSampleRate == clientFormat.mSampleRate
+                ? writtenClientFrames : Int64((Double(writtenClientFrames) * fileFormat.mSampleRate / clientFormat.mSampleRate).rounded())
+        }
+        if let t = packetTable, fileFormat.mFormatID != kAudioFormatLinearPCM { return t.mNumberValidFrames }
+        if fileFormat.mFramesPerPacket > 0 { return packetCount * Int64(fileFormat.mFramesPerPacket) }
+        var total: Int64 = 0
+        _ = file.with { c throws(AudioFileFailure) in
+            for i in 0..<c.packetCount { total += Int64(c.packetSize(i)?.frames ?? 0) }
+        }
+        return total
+    }
+
+    private var priming: Int64 {
+        fileFormat.mFormatID == kAudioFormatLinearPCM ? 0 : Int64(packetTable?.mPrimingFrames ?? 0)
+    }
+
+    private var ratio: Double { clientFormat.mSampleRate / fileFormat.mSampleRate }
+
+    func setClientFormat(_ format: AudioStreamBasicDescription) throws(ConverterFailure) {
+        guard format.mFormatID == kAudioFormatLinearPCM else {
+            throw ConverterFailure(kExtAudioFileError_NonPCMClientFormat, "the client format must be linear PCM")
+        }
+        if forWriting && writtenClientFrames > 0 {
+            throw ConverterFailure(kExtAudioFileError_InvalidOperationOrder, "the client format cannot change after writing started")
+        }
+        let core =
+            forWriting
+            ? try ConverterCore(from: format, to: fileFormat)
+            : try ConverterCore(from: fileFormat, to: format)
+        if !forWriting {
+            var cookie: [UInt8] = []
+            _ = file.with { c throws(AudioFileFailure) in cookie = c.magicCookie }
+            core.decompressionCookie = cookie
+        }
+        clientFormat = core.sourceIsPCM && forWriting ? core.source : (forWriting ? format : core.destination)
+        if let old = converter { _ = AudioConverterRegistry.remove(old.ref) }
+        let object = AudioConverterObject(core)
+        AudioConverterRegistry.add(object)
+        converter = object
+        if !forWriting { try seek(to: currentFrame) }
+    }
+
+    var currentFrame: Int64 {
+        if forWriting { return fileLengthFrames }
+        return seekFrame + Int64((Double(producedClientFrames) / ratio).rounded())
+    }
+
+    // MARK: Reading
+
+    func seek(to frame: Int64) throws(ConverterFailure) {
+        guard !forWriting else { throw ConverterFailure(kExtAudioFileError_InvalidSeek, "seeking a file open for writing is not supported") }
+        guard frame >= 0 else { throw ConverterFailure(kExtAudioFileError_InvalidSeek, "frame \(frame) is negative") }
+        guard let core else { throw ConverterFailure(kExtAudioFileError_NonPCMClientFormat, "set a linear PCM client format first") }
+        core.reset()
+        let target = frame + priming
+        let fpp = Int64(fileFormat.mFramesPerPacket)
+        if fpp > 0 {
+            // One packet of pre-roll: codecs with overlapping transforms need the previous packet.
+            let packet = target / fpp
+            let preroll: Int64 = fileFormat.mFormatID == kAudioFormatLinearPCM || packet == 0 ? 0 : 1
+            nextPacket = packet - preroll
+            discardClientFrames = Int((Double(target - nextPacket * fpp) * ratio).rounded())
+        } else {
+            var start: Int64 = 0
+            var index: Int64 = 0
+            _ = file.with { c throws(AudioFileFailure) in
+                while index < c.packetCount, let p = c.packetSize(index), start + Int64(p.frames) <= target {
+                    start += Int64(p.frames)
+                    index += 1
+                }
+            }
+            nextPacket = index
+            discardClientFrames = Int((Double(target - start) * ratio).rounded())
+        }
+        seekFrame = frame
+        producedClientFrames = 0
+    }
+
+    /// Reads up to `count` client frames into `list`; returns frames read (0 at the end).
+    func read(_ count: Int, into list: UnsafeMutableAudioBufferListPointer) throws(ConverterFailure) -> Int {
+        guard let core, let client = core.destinationPCM else {
+            throw ConverterFailure(kExtAudioFileError_NonPCMClientFormat, "set a linear PCM client format before reading")
+        }
+        let capacity = min(count, client.frames(in: list))
+        let totalClient = Int64((Double(fileLengthFrames) * ratio).rounded())
+        let startClient = Int64((Double(seekFrame) * ratio).rounded())
+        let remaining = max(totalClient - startClient - producedClientFrames, 0)
+        let want = Int(min(Int64(capacity), remaining))
+        guard want > 0 else { return 0 }
+        while core.availableFrames < want + discardClientFrames && !core.inputEnded {
+            try feed(core)
+        }
+        if discardClientFrames > 0 {
+            let drop = min(discardClientFrames, core.availableFrames)
+            discard(drop, core)
+            discardClientFrames -= drop
+        }
+        let n = core.takeFrames(want, into: list)
+        for i in 0..<client.bufferCount { list[i].mDataByteSize = UInt32(n * client.bytesPerFrame) }
+        producedClientFrames += Int64(n)
+        return n
+    }
+
+    private func discard(_ frames: Int, _ core: ConverterCore) {
+        guard let client = core.destinationPCM, frames > 0 else { return }
+        let buffers = client.bufferCount
+        let size = frames * client.bytesPerFrame
+        trash.reserve(size * buffers)
+        let list = AudioBufferList.allocate(maximumBuffers: buffers)
+        defer { list.unsafeMutablePointer.deallocate() }
+        for i in 0..<buffers {
+            list[i] = AudioBuffer(
+                mNumberChannels: client.nonInterleaved ? 1 : clientFormat.mChannelsPerFrame, mDataByteSize: UInt32(size),
+                mData: trash.pointer + i * size)
+        }
+        _ = core.takeFrames(frames, into: list)
+    }
+
+    /// Reads a run of packets from the file into the converter, or ends its input.
+    private func feed(_ core: ConverterCore) throws(ConverterFailure) {
+        var status = noErr
+        var gotPackets = 0
+        var bytes = 0
+        let pcm = fileFormat.mFormatID == kAudioFormatLinearPCM
+        let wanted = pcm ? max(4096 / max(Int(fileFormat.mFramesPerPacket), 1), 1) : 8
+        status = file.with { c throws(AudioFileFailure) in
+            let available = Int(max(min(Int64(wanted), c.packetCount - nextPacket), 0))
+            guard available > 0 else { return }
+            var size = 0
+            for i in 0..<available { size += c.packetSize(nextPacket + Int64(i))?.bytes ?? 0 }
+            packetBuffer.reserve(size)
+            if descriptions.count < available { descriptions = [AudioStreamPacketDescription](repeating: .init(), count: available) }
+            bytes = try c.readPacketBytes(start: nextPacket, count: available, into: packetBuffer.pointer)
+            var offset = 0
+            for i in 0..<available {
+                let s = c.packetSize(nextPacket + Int64(i))?.bytes ?? 0
+                descriptions[i] = AudioStreamPacketDescription(mStartOffset: Int64(offset), mVariableFramesInPacket: 0, mDataByteSize: UInt32(s))
+                offset += s
+            }
+            gotPackets = available
+        }
+        guard status == noErr else { throw ConverterFailure(status, file.lastReason) }
+        if gotPackets == 0 {
+            try core.endInput()
+            return
+        }
+        nextPacket += Int64(gotPackets)
+        if pcm {
+            var list = AudioBufferList(
+                mNumberBuffers: 1,
+                mBuffers: AudioBuffer(mNumberChannels: fileFormat.mChannelsPerFrame, mDataByteSize: UInt32(bytes), mData: packetBuffer.pointer))
+            try core.pushPCM(UnsafeMutableAudioBufferListPointer(&list), frames: bytes / Int(fileFormat.mBytesPerFrame))
+        } else {
+            for i in 0..<gotPackets {
+                let d = descriptions[i]
+                try core.pushPacket(UnsafeRawBufferPointer(start: packetBuffer.pointer + Int(d.mStartOffset), count: Int(d.mDataByteSize)))
+            }
+        }
+    }
+
+    // MARK: Writing
+
+    func write(_ count: Int, from list: UnsafeMutableAudioBufferListPointer) throws(ConverterFailure) {
+        guard forWriting else { throw ConverterFailure(kAudioFilePermissionsError, "the file is open for reading") }
+        guard let core, let client = core.sourcePCM else {
+            throw ConverterFailure(kExtAudioFileError_NonPCMClientFormat, "set a linear PCM client format before writing")
+        }
+        guard count > 0 else { return }
+        guard client.frames(in: list) >= count else {
+            throw ConverterFailure(kAudio_ParamError, "the buffer list holds fewer than \(count) frames")
+        }
+        try prepareCompressedFile(core)
+        try core.pushPCM(list, frames: count)
+        writtenClientFrames += Int64(count)
+        try drain(core)
+    }
+
+    /// Before the first packet: the cookie and the priming the container must record up front.
+    private func prepareCompressedFile(_ core: ConverterCore) throws(ConverterFailure) {
+        guard !cookieWritten, !core.destinationIsPCM else { return }
+        cookieWritten = true
+        let cookie = core.compressionCookie
+        let priming = core.primingFrames
+        let status = file.with { c throws(AudioFileFailure) in
+            if !cookie.isEmpty { try c.setMagicCookie(cookie) }
+            if fileFormat.mFormatID != kAudioFormatLinearPCM, c.fileType != kAudioFileWAVEType, c.fileType != kAudioFileAIFCType {
+                try? c.setPacketTableInfo(AudioFilePacketTableInfo(mNumberValidFrames: 0, mPrimingFrames: Int32(priming), mRemainderFrames: 0))
+            }
+        }
+        guard status == noErr else { throw ConverterFailure(status, file.lastReason) }
+    }
+
+    private func drain(_ core: ConverterCore) throws(ConverterFailure) {
+        var status = noErr
+        if let dst = core.destinationPCM {
+            let frames = core.availableFrames
+            guard frames > 0 else { return }
+            let size = frames * dst.bytesPerFrame
+            packetBuffer.reserve(size)
+            var list = AudioBufferList(
+                mNumberBuffers: 1,
+                mBuffers: AudioBuffer(mNumberChannels: fileFormat.mChannelsPerFrame, mDataByteSize: UInt32(size), mData: packetBuffer.pointer))
+            _ = core.takeFrames(frames, into: UnsafeMutableAudioBufferListPointer(&list))
+            status = file.with { c throws(AudioFileFailure) in
+                try c.writePackets(
+                    start: writtenPackets, count: frames, bytes: UnsafeRawBufferPointer(start: packetBuffer.pointer, count: size), descriptions: nil)
+            }
+            writtenPackets += Int64(frames)
+        } else {
+            var total = 0
+            var sizes: [AudioStreamPacketDescription] = []
+            while let size = core.nextPacketSize {
+                packetBuffer.reserve(total + size, keeping: total)
+                guard let p = core.takePacket(into: packetBuffer.pointer + total) else { break }
+                sizes.append(AudioStreamPacketDescription(mStartOffset: Int64(total), mVariableFramesInPacket: UInt32(p.frames), mDataByteSize: UInt32(p.size)))
+                total += p.size
+            }
+            guard !sizes.isEmpty else { return }
+            let descriptions = UnsafeMutablePointer<AudioStreamPacketDescription>.allocate(capacity: sizes.count)
+            descriptions.initialize(from: sizes, count: sizes.count)
+            defer { descriptions.deallocate() }
+            status = file.with { c throws(AudioFileFailure) in
+                try c.writePackets(
+                    start: writtenPackets, count: sizes.count, bytes: UnsafeRawBufferPointer(start: packetBuffer.pointer, count: total),
+                    descriptions: descriptions)
+            }
+            writtenPackets += Int64(sizes.count)
+        }
+        guard status == noErr else { throw ConverterFailure(status, file.lastReason) }
+    }
+
+    /// Flushes the converter, records the packet table, closes the file if it is ours.
+    func dispose() throws(ConverterFailure) {
+        defer {
+            if let converter { _ = AudioConverterRegistry.remove(converter.ref) }
+        }
+        var failure: ConverterFailure?
+        if forWriting, let core {
+            do {
+                try prepareCompressedFile(core)
+                try core.endInput()
+                try drain(core)
+                if !core.destinationIsPCM {
+                    let valid = fileLengthFrames
+                    let priming = Int64(core.primingFrames)
+                    let cookie = core.compressionCookie
+                    let status = file.with { c throws(AudioFileFailure) in
+                        var total: Int64 = 0
+                        for i in 0..<c.packetCount { total += Int64(c.packetSize(i)?.frames ?? 0) }
+                        let remainder = max(total - priming - valid, 0)
+                        try? c.setPacketTableInfo(
+                            AudioFilePacketTableInfo(mNumberValidFrames: valid, mPrimingFrames: Int32(priming), mRemainderFrames: Int32(remainder)))
+                        if fileFormat.mFormatID == kAudioFormatFLAC { try? c.setMagicCookie(cookie) }
+                    }
+                    if status != noErr { failure = ConverterFailure(status, file.lastReason) }
+                }
+            } catch {
+                failure = error
+            }
+        }
+        if ownsFile {
+            let status = AudioFileClose(fileID)
+            if status != noErr && failure == nil { failure = ConverterFailure(status, AudioFileLastFailureReason()) }
+        }
+        if let failure { throw failure }
+    }
+}
