@@ -15,6 +15,8 @@ let package = Package(
         .library(name: "AudioToolbox", targets: ["AudioToolbox"]),
         .library(name: "AVFAudio", targets: ["AVFAudio"]),
         .library(name: "AVFoundation", targets: ["AVFoundation"]),
+        .executable(name: "afinfo", targets: ["afinfo"]),
+        .executable(name: "afconvert", targets: ["afconvert"]),
         .executable(name: "openavf-bench", targets: ["openavf-bench"]),
         .executable(name: "openavf-demo", targets: ["openavf-demo"]),
     ],
@@ -51,6 +53,9 @@ let package = Package(
         // Private PulseAudio server and signal analysis, shared by tests, benchmark and demo.
         .target(name: "AudioTestSupport", dependencies: ["AudioToolbox"], swiftSettings: strict),
 
+        // macOS's command-line tools.
+        .executableTarget(name: "afinfo", dependencies: ["AudioToolbox"], swiftSettings: strict),
+        .executableTarget(name: "afconvert", dependencies: ["AudioToolbox"], swiftSettings: strict),
         .executableTarget(name: "openavf-bench", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
         .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
 

@@ -13,6 +13,13 @@ package final class MediaWriter {
     private let path: String
     private var pts: Int64
     private var finished = false
+    private let primingFrames: Int
+    /// The last packet is held back one call, so the end trim can ride on it (muxers such as
+    /// MP3's LAME tag read encoder delay and padding from packet side data).
+    private var held: [UInt8] = []
+    private var heldFrames = 0
+    private var hasHeld = false
+    private var written = 0
 
     /// - Parameters:
     ///   - container: libavformat's muxer name (`"ipod"`, `"mp4"`, `"flac"`, `"mp3"`, `"adts"`, `"ogg"`).
@@ -59,6 +66,7 @@ package final class MediaWriter {
         }
         stream.pointee.time_base = AVRational(num: 1, den: Int32(sampleRate))
         pts = -Int64(primingFrames)
+        self.primingFrames = primingFrames
         status = avio_open(&ctx.pointee.pb, path, AVIO_FLAG_WRITE)
         guard status >= 0 else {
             avformat_free_context(ctx)
@@ -75,8 +83,8 @@ package final class MediaWriter {
     }
 
     deinit {
+        if !finished { try? finish() }
         if let context {
-            if !finished { av_write_trailer(context) }
             avio_closep(&context.pointee.pb)
             avformat_free_context(context)
         }
@@ -85,11 +93,32 @@ package final class MediaWriter {
 
     /// Appends one packet of `frames` frames.
     package func write(_ bytes: UnsafeRawBufferPointer, frames: Int) throws(CodecError) {
-        guard let context, let packet, !finished else { throw CodecError(.io, "the file is closed") }
-        var status = av_new_packet(packet, Int32(bytes.count))
+        guard !finished else { throw CodecError(.io, "the file is closed") }
+        if hasHeld { try emit(endTrim: 0) }
+        held.removeAll(keepingCapacity: true)
+        held.append(contentsOf: bytes)
+        heldFrames = frames
+        hasHeld = true
+    }
+
+    private func emit(endTrim: Int) throws(CodecError) {
+        guard let context, let packet else { throw CodecError(.io, "the file is closed") }
+        hasHeld = false
+        let frames = heldFrames
+        var status = av_new_packet(packet, Int32(held.count))
         guard status >= 0 else { throw CodecError("allocating a packet", code: status) }
-        if !bytes.isEmpty {
-            packet.pointee.data.update(from: bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+        held.withUnsafeBytes { bytes in
+            if !bytes.isEmpty { packet.pointee.data.update(from: bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), count: bytes.count) }
+        }
+        let skipStart = written == 0 ? primingFrames : 0
+        written += 1
+        if skipStart > 0 || endTrim > 0, let side = av_packet_new_side_data(packet, AV_PKT_DATA_SKIP_SAMPLES, 10) {
+            for i in 0..<4 {
+                side[i] = UInt8(truncatingIfNeeded: skipStart >> (8 * i))
+                side[4 + i] = UInt8(truncatingIfNeeded: endTrim >> (8 * i))
+            }
+            side[8] = 0
+            side[9] = 0
         }
         packet.pointee.stream_index = stream.pointee.index
         let tb = stream.pointee.time_base
@@ -103,10 +132,12 @@ package final class MediaWriter {
         guard status >= 0 else { throw CodecError("writing a packet to \(path)", code: status) }
     }
 
-    /// Writes the trailer and closes the file. For FLAC, `finalCookie` (the encoder's STREAMINFO
-    /// after the last packet: length, frame sizes, MD5) replaces the provisional one.
-    package func finish(finalCookie: [UInt8] = []) throws(CodecError) {
+    /// Writes the trailer and closes the file. `remainderFrames` is the padding in the last packet.
+    /// For FLAC, `finalCookie` (the encoder's STREAMINFO after the last packet: length, frame
+    /// sizes, MD5) replaces the provisional one.
+    package func finish(remainderFrames: Int = 0, finalCookie: [UInt8] = []) throws(CodecError) {
         guard let context, !finished else { return }
+        if hasHeld { try emit(endTrim: remainderFrames) }
         finished = true
         let status = av_write_trailer(context)
         avio_closep(&context.pointee.pb)

@@ -256,7 +256,7 @@ final class CodecFile: AudioFileContainer {
         guard reader == nil else { return }
         let writer = try openWriter()
         do {
-            try writer.finish(finalCookie: format.mFormatID == kAudioFormatFLAC ? cookie : [])
+            try writer.finish(remainderFrames: Int(table?.mRemainderFrames ?? 0), finalCookie: format.mFormatID == kAudioFormatFLAC ? cookie : [])
         } catch {
             throw AudioFileFailure(kAudioFileUnspecifiedError, error.message)
         }
