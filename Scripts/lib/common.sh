@@ -14,6 +14,7 @@ OPENAVF_PACKAGES=(
     libswresample-dev # FFmpeg: sample rate conversion
     ffmpeg            # ffmpeg/ffprobe: interoperability peers and the benchmark's anchor
     sox               # a second independent reader/writer for interoperability tests
+    libsox-fmt-all    # sox: CAF (via libsndfile), MP3 and the other formats
     espeak-ng         # speech files written by a third program
 )
 

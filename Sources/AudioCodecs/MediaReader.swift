@@ -129,6 +129,9 @@ package final class MediaReader {
                 let end = Int(UInt32(side[4]) | UInt32(side[5]) << 8 | UInt32(side[6]) << 16 | UInt32(side[7]) << 24)
                 if table.count <= 4 { priming += start }
                 remainder = end
+                // Some demuxers (Ogg) already shorten the last packet's duration by its end trim;
+                // the decoder still produces the whole packet, so count it whole.
+                if end > 0, let typical = table.first?.frames, Int(frames) + end <= Int(typical) { frames += Int32(end) }
             }
             let size = Int(packet.pointee.size)
             let data = UnsafeRawBufferPointer(start: packet.pointee.data, count: size)

@@ -41,7 +41,13 @@ package final class PacketDecoder {
         av_channel_layout_default(&context.pointee.ch_layout, Int32(channels))
         context.pointee.block_align = Int32(bytesPerPacket)
         context.pointee.bits_per_coded_sample = Int32(bitsPerSample)
-        let extradata = MagicCookie.extradata(fromCookie: cookie, formatID: formatID)
+        var extradata = MagicCookie.extradata(fromCookie: cookie, formatID: formatID)
+        if formatID == kAudioFormatOpus && extradata.count >= 12 {
+            // FFmpeg's Opus decoder would drop OpusHead's pre-skip itself; callers trim priming
+            // from the packet table (as for every other format), so the decoder must not.
+            extradata[10] = 0
+            extradata[11] = 0
+        }
         if !extradata.isEmpty {
             let padded = Int(oav_input_buffer_padding())
             guard let bytes = av_mallocz(extradata.count + padded) else { throw CodecError(.other, "out of memory") }
