@@ -56,6 +56,8 @@ let package = Package(
         // macOS's command-line tools.
         .executableTarget(name: "afinfo", dependencies: ["AudioToolbox"], swiftSettings: strict),
         .executableTarget(name: "afconvert", dependencies: ["AudioToolbox"], swiftSettings: strict),
+        // A recorder the crash-safety test kills mid-write.
+        .executableTarget(name: "openavf-crashwriter", dependencies: ["AudioToolbox"], swiftSettings: strict),
         .executableTarget(name: "openavf-bench", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
         .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
 
