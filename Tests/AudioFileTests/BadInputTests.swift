@@ -1,0 +1,215 @@
+import AudioTestSupport
+import AudioToolbox
+import Foundation
+import XCTest
+
+/// Acceptance 4 (the deterministic half; Fuzz/ holds the libFuzzer harness): bad input gets one
+/// of Apple's AudioFile error codes, never a crash or a hang.
+final class BadInputTests: XCTestCase {
+    var dir: URL!
+    override func setUpWithError() throws { dir = try temporaryDirectory() }
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: dir) }
+
+    static let appleErrors: Set<OSStatus> = [
+        kAudioFileUnspecifiedError, kAudioFileUnsupportedFileTypeError, kAudioFileUnsupportedDataFormatError,
+        kAudioFileInvalidChunkError, kAudioFileInvalidFileError, kAudioFileEndOfFileError, kAudioFilePositionError,
+        kAudioFileInvalidPacketOffsetError, kAudioFileFileNotFoundError, kAudioFileNotOptimizedError,
+    ]
+
+    /// Opens `url` and reads every packet and (through ExtAudioFile) every frame. Returns the first
+    /// failure status, or `noErr`. Fails the test on a status that is not one of Apple's codes or
+    /// when one file takes more than 10 s.
+    @discardableResult
+    func readEverything(_ url: URL, _ label: String, file: StaticString = #filePath, line: UInt = #line) -> OSStatus {
+        let start = Date()
+        defer { XCTAssertLessThan(Date().timeIntervalSince(start), 10, "took too long: \(label)", file: file, line: line) }
+        var id: AudioFileID?
+        var status = AudioFileOpenURL(url as CFURL, .readPermission, 0, &id)
+        if status == noErr, let id {
+            var packets: UInt64 = 0
+            var size = UInt32(8)
+            _ = AudioFileGetProperty(id, kAudioFilePropertyAudioDataPacketCount, &size, &packets)
+            var bound: UInt32 = 0
+            size = 4
+            _ = AudioFileGetProperty(id, kAudioFilePropertyPacketSizeUpperBound, &size, &bound)
+            var buffer = [UInt8](repeating: 0, count: max(Int(bound), 1) * 64)
+            var descriptions = [AudioStreamPacketDescription](repeating: .init(), count: 64)
+            var at: Int64 = 0
+            while status == noErr {
+                var n: UInt32 = 64
+                var bytes = UInt32(buffer.count)
+                status = AudioFileReadPacketData(id, false, &bytes, &descriptions, at, &n, &buffer)
+                if n == 0 { break }
+                at += Int64(n)
+            }
+            AudioFileClose(id)
+        }
+        if status == noErr {
+            var ext: ExtAudioFileRef?
+            status = ExtAudioFileOpenURL(url as CFURL, &ext)
+            if status == noErr, let ext {
+                var client = floatClient(rate: 44100, channels: 2)
+                status = ExtAudioFileSetProperty(ext, kExtAudioFileProperty_ClientDataFormat, UInt32(MemoryLayout<AudioStreamBasicDescription>.size), &client)
+                var samples = [Float](repeating: 0, count: 8192)
+                while status == noErr {
+                    var n: UInt32 = 4096
+                    status = samples.withUnsafeMutableBufferPointer { b in
+                        var list = AudioBufferList(mNumberBuffers: 1, mBuffers: AudioBuffer(mNumberChannels: 2, mDataByteSize: UInt32(b.count * 4), mData: b.baseAddress))
+                        return ExtAudioFileRead(ext, &n, &list)
+                    }
+                    if n == 0 { break }
+                }
+                ExtAudioFileDispose(ext)
+            }
+        }
+        // Decoders report broken packets as the converter's 'what' and formats as 'fmt?'.
+        let allowed = Self.appleErrors.union([kAudioConverterErr_UnspecifiedError, kAudioConverterErr_FormatNotSupported, kExtAudioFileError_InvalidDataFormat,
+                                              kAudioConverterErr_InputSampleRateOutOfRange])
+        XCTAssertTrue(status == noErr || allowed.contains(status), "unexpected status \(status.osStatusDescription): \(label)", file: file, line: line)
+        return status
+    }
+
+    /// Small valid files of every readable type, written by this library and by ffmpeg.
+    func seedFiles() throws -> [URL] {
+        var seeds: [URL] = []
+        let signal = testSignal(frames: 8000, channels: 2, rate: 44100)
+        let ours: [(String, AudioFileTypeID, AudioStreamBasicDescription)] = [
+            ("s.wav", kAudioFileWAVEType, pcmFormat(bits: 16)),
+            ("s.caf", kAudioFileCAFType, pcmFormat(bits: 24)),
+            ("aac.caf", kAudioFileCAFType, compressed(kAudioFormatMPEG4AAC)),
+            ("s.aif", kAudioFileAIFFType, pcmFormat(bits: 16, bigEndian: true)),
+            ("ima.aifc", kAudioFileAIFCType, compressed(kAudioFormatAppleIMA4)),
+            ("aac.m4a", kAudioFileM4AType, compressed(kAudioFormatMPEG4AAC)),
+            ("alac.m4a", kAudioFileM4AType, compressed(kAudioFormatAppleLossless, flags: 1)),
+            ("s.flac", kAudioFileFLACType, compressed(kAudioFormatFLAC, flags: 1)),
+            ("s.aac", kAudioFileAAC_ADTSType, compressed(kAudioFormatMPEG4AAC)),
+        ]
+        for (name, type, format) in ours {
+            let url = dir.appendingPathComponent(name)
+            try writeWithExtAudioFile(url, type: type, format: format, samples: signal, channels: 2, rate: 44100)
+            seeds.append(url)
+        }
+        let raw = dir.appendingPathComponent("seed.f32")
+        try writeFloatRaw(signal, to: raw)
+        for (name, codec) in [("ff.mp3", "libmp3lame"), ("ff.ogg", "libopus")] {
+            let url = dir.appendingPathComponent(name)
+            try runTool("ffmpeg", ["-v", "error", "-y", "-f", "f32le", "-ar", "44100", "-ac", "2", "-i", raw.path, "-ar", "48000", "-c:a", codec, url.path], in: dir)
+            seeds.append(url)
+        }
+        return seeds
+    }
+
+    func testTruncatedAtEveryPercent() throws {
+        for seed in try seedFiles() {
+            let data = try Data(contentsOf: seed)
+            XCTAssertEqual(readEverything(seed, "intact \(seed.lastPathComponent)"), noErr, "the intact seed must read")
+            for percent in 0..<100 {
+                let cut = data.count * percent / 100
+                let url = dir.appendingPathComponent("cut-\(percent)-\(seed.lastPathComponent)")
+                try data.prefix(cut).write(to: url)
+                readEverything(url, "\(seed.lastPathComponent) cut at \(percent) %")
+                try FileManager.default.removeItem(at: url)
+            }
+        }
+    }
+
+    func testZeroLengthRandomBytesAndWrongExtensions() throws {
+        let empty = dir.appendingPathComponent("empty.wav")
+        try Data().write(to: empty)
+        XCTAssertEqual(readEverything(empty, "zero-length .wav"), kAudioFileInvalidFileError)
+        let emptyNoExtension = dir.appendingPathComponent("empty")
+        try Data().write(to: emptyNoExtension)
+        XCTAssertEqual(readEverything(emptyNoExtension, "zero-length"), kAudioFileUnsupportedFileTypeError)
+        var missing: AudioFileID?
+        XCTAssertEqual(AudioFileOpenURL(dir.appendingPathComponent("nothing.caf") as CFURL, .readPermission, 0, &missing), kAudioFileFileNotFoundError)
+        XCTAssertEqual(AudioFileOpenURL(dir as CFURL, .readPermission, 0, &missing), kAudioFileUnsupportedFileTypeError, "a directory")
+
+        var generator = SystemRandomNumberGenerator()
+        for i in 0..<150 {
+            let size = [1, 3, 11, 12, 44, 100, 4096, 65_536][i % 8]
+            let bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let url = dir.appendingPathComponent("random\(i).\(["wav", "caf", "aif", "m4a", "mp3", "flac", "ogg", "bin"][i % 8])")
+            try Data(bytes).write(to: url)
+            XCTAssertNotEqual(readEverything(url, "random \(url.lastPathComponent)"), noErr)
+        }
+
+        // Content decides, not the name: a WAVE named .mp3, an M4A named .wav.
+        let seeds = try seedFiles()
+        for (seed, wrongName, type) in [(seeds[0], "wave.mp3", kAudioFileWAVEType), (seeds[5], "m4a.wav", kAudioFileM4AType), (seeds[1], "caf.aiff", kAudioFileCAFType)] {
+            let url = dir.appendingPathComponent(wrongName)
+            try FileManager.default.copyItem(at: seed, to: url)
+            var id: AudioFileID?
+            try check(AudioFileOpenURL(url as CFURL, .readPermission, 0, &id), wrongName)
+            XCTAssertEqual(try fileProperty(id!, kAudioFilePropertyFileFormat, UInt32(0)), type, wrongName)
+            AudioFileClose(id!)
+        }
+    }
+
+    /// Headers that declare absurd sizes: each gets Apple's code, quickly, without allocating
+    /// what the header asks for.
+    func testHugeDeclaredSizes() throws {
+        let seeds = try seedFiles()
+        func patched(_ seed: URL, _ name: String, _ edit: (inout [UInt8]) -> Void) throws -> URL {
+            var bytes = [UInt8](try Data(contentsOf: seed))
+            edit(&bytes)
+            let url = dir.appendingPathComponent(name)
+            try Data(bytes).write(to: url)
+            return url
+        }
+        func find(_ tag: String, in bytes: [UInt8]) -> Int {
+            let t = Array(tag.utf8)
+            return (0...(bytes.count - 4)).first { Array(bytes[$0..<($0 + 4)]) == t }!
+        }
+        func putBE32(_ v: UInt32, _ bytes: inout [UInt8], at i: Int) { for k in 0..<4 { bytes[i + k] = UInt8((v >> (24 - 8 * UInt32(k))) & 0xFF) } }
+        func putLE16(_ v: UInt16, _ bytes: inout [UInt8], at i: Int) { bytes[i] = UInt8(v & 0xFF); bytes[i + 1] = UInt8(v >> 8) }
+
+        // CAF desc: channels (offset 24 in the desc body) = 0xFFFFFFFF.
+        let cafChannels = try patched(seeds[1], "channels.caf") { b in putBE32(0xFFFF_FFFF, &b, at: find("desc", in: b) + 12 + 24) }
+        XCTAssertEqual(readEverything(cafChannels, "CAF with 4 billion channels"), kAudioFileUnsupportedDataFormatError)
+        // CAF kuki chunk of 2^40 bytes.
+        let cafCookie = try patched(seeds[2], "cookie.caf") { b in
+            let i = find("kuki", in: b)
+            for k in 0..<8 { b[i + 4 + k] = k == 3 ? 1 : 0 }
+        }
+        XCTAssertEqual(readEverything(cafCookie, "CAF cookie of 2^40 bytes"), kAudioFileInvalidChunkError)
+        // CAF data chunk larger than the file: clamped to what is there.
+        let cafData = try patched(seeds[1], "data.caf") { b in
+            let i = find("data", in: b)
+            for k in 0..<8 { b[i + 4 + k] = k == 0 ? 0x40 : 0 }
+        }
+        XCTAssertEqual(readEverything(cafData, "CAF data chunk of 2^62 bytes"), noErr)
+        // CAF pakt declaring 2^62 packets.
+        let cafPakt = try patched(seeds[2], "pakt.caf") { b in
+            let i = find("pakt", in: b) + 12
+            for k in 0..<8 { b[i + k] = k == 0 ? 0x40 : 0 }
+        }
+        readEverything(cafPakt, "CAF packet table of 2^62 packets")
+        // WAVE fmt: 65535 channels, block align 0.
+        let wavChannels = try patched(seeds[0], "channels.wav") { b in
+            let i = find("fmt ", in: b) + 8
+            putLE16(0xFFFF, &b, at: i + 2)
+            putLE16(0, &b, at: i + 12)
+        }
+        XCTAssertEqual(readEverything(wavChannels, "WAVE with 65535 channels and no block align"), kAudioFileInvalidFileError)
+        // WAVE data chunk of 4 GB in a small file: clamped.
+        let wavData = try patched(seeds[0], "data.wav") { b in
+            let i = find("data", in: b) + 4
+            for k in 0..<4 { b[i + k] = 0xF0 }
+        }
+        XCTAssertEqual(readEverything(wavData, "WAVE data size 0xF0F0F0F0"), noErr)
+        // AIFF COMM: 60000 channels.
+        let aiffChannels = try patched(seeds[3], "channels.aif") { b in
+            let i = find("COMM", in: b) + 8
+            b[i] = 0xEA
+            b[i + 1] = 0x60
+        }
+        XCTAssertNotEqual(readEverything(aiffChannels, "AIFF with 60000 channels"), noErr)
+        // AIFF COMM: sample rate exponent of an absurd value.
+        let aiffRate = try patched(seeds[3], "rate.aif") { b in
+            let i = find("COMM", in: b) + 8 + 8
+            b[i] = 0x7F
+            b[i + 1] = 0xFE
+        }
+        XCTAssertEqual(readEverything(aiffRate, "AIFF with an infinite sample rate"), kAudioFileUnsupportedDataFormatError)
+    }
+}
