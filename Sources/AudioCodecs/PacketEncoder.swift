@@ -182,13 +182,20 @@ package final class PacketEncoder {
 
     private func send(_ samples: UnsafePointer<Float>, frames: Int, _ emit: (UnsafeRawBufferPointer, Int) throws -> Void) throws {
         guard let context, let frame else { return }
-        frame.pointee.nb_samples = Int32(frames)
-        frame.pointee.format = context.pointee.sample_fmt.rawValue
-        frame.pointee.sample_rate = context.pointee.sample_rate
-        av_channel_layout_copy(&frame.pointee.ch_layout, &context.pointee.ch_layout)
-        var status = av_frame_get_buffer(frame, 0)
+        // The frame's buffers are reused from packet to packet (IMA4 sends 64-frame packets:
+        // hundreds of thousands a minute); made writable again only if the codec kept a reference.
+        var status: Int32
+        if frame.pointee.nb_samples != Int32(frames) || frame.pointee.buf.0 == nil {
+            av_frame_unref(frame)
+            frame.pointee.nb_samples = Int32(frames)
+            frame.pointee.format = context.pointee.sample_fmt.rawValue
+            frame.pointee.sample_rate = context.pointee.sample_rate
+            av_channel_layout_copy(&frame.pointee.ch_layout, &context.pointee.ch_layout)
+            status = av_frame_get_buffer(frame, 0)
+        } else {
+            status = av_frame_make_writable(frame)
+        }
         guard status >= 0 else { throw CodecError("allocating an audio frame", code: status) }
-        defer { av_frame_unref(frame) }
         SampleLayout.fill(frame, from: samples, frames: frames, channels: channels, bits: bits)
         frame.pointee.pts = framesSent
         framesSent += Int64(frames)

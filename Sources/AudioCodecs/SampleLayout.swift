@@ -1,4 +1,5 @@
 internal import CFFmpeg
+import Glibc
 
 /// Moves samples between FFmpeg frames (any sample format, planar or packed) and interleaved
 /// 32-bit float, the one layout the rest of the library works in.
@@ -31,8 +32,12 @@ enum SampleLayout {
     ) {
         switch av_get_packed_sample_fmt(format) {
         case AV_SAMPLE_FMT_FLT:
-            let p = src.assumingMemoryBound(to: Float.self)
-            for i in 0..<frames { dst[i * stride] = p[first + i * step] }
+            let p = src.assumingMemoryBound(to: Float.self) + first
+            if step == 1 {
+                for i in 0..<frames { dst[i &* stride] = p[i] }  // planar: AAC, MP3, Opus
+            } else {
+                for i in 0..<frames { dst[i &* stride] = p[i &* step] }
+            }
         case AV_SAMPLE_FMT_DBL:
             let p = src.assumingMemoryBound(to: Double.self)
             for i in 0..<frames { dst[i * stride] = Float(p[first + i * step]) }
@@ -83,7 +88,9 @@ enum SampleLayout {
                 for i in 0..<frames { p[first + i * step] = Double(src[i * channels + c]) }
             case AV_SAMPLE_FMT_S16:
                 let p = plane.assumingMemoryBound(to: Int16.self)
-                for i in 0..<frames { p[first + i * step] = Int16(clamping: Int32((src[i * channels + c] * 32768).rounded())) }
+                for i in 0..<frames {
+                    p[first &+ i &* step] = Int16(truncatingIfNeeded: Swift.min(Swift.max(lrintf(src[i &* channels &+ c] * 32768), -32768), 32767))
+                }
             case AV_SAMPLE_FMT_S32:
                 let p = plane.assumingMemoryBound(to: Int32.self)
                 let depth = min(max(bits, 17), 32)
@@ -91,12 +98,12 @@ enum SampleLayout {
                 let shift = Int32(32 - depth)
                 let top = scale - 1
                 for i in 0..<frames {
-                    let v = (Double(src[i * channels + c]) * scale).rounded()
+                    let v = Double(llrint(Double(src[i * channels + c]) * scale))
                     p[first + i * step] = Int32(min(max(v, -scale), top)) << shift
                 }
             case AV_SAMPLE_FMT_U8:
                 let p = plane.assumingMemoryBound(to: UInt8.self)
-                for i in 0..<frames { p[first + i * step] = UInt8(clamping: Int32((src[i * channels + c] * 128).rounded()) + 128) }
+                for i in 0..<frames { p[first + i * step] = UInt8(truncatingIfNeeded: lrintf(min(max(src[i * channels + c] * 128, -128), 127)) + 128) }
             default:
                 break
             }

@@ -84,6 +84,20 @@ public final class ChildProcess: @unchecked Sendable {
         return true
     }
 
+    /// Waits for the child to exit; returns its exit code and its peak resident memory in KiB
+    /// (`ru_maxrss` from `wait4`). Only for a child not yet reaped.
+    public func waitWithPeakMemory() -> (code: Int32, peakKiB: Int) {
+        lock.lock()
+        var usage = rusage()
+        if status == nil {
+            var s: Int32 = 0
+            while wait4(pid, &s, 0, &usage) < 0 && errno == EINTR {}
+            status = s
+        }
+        lock.unlock()
+        return (wait(), Int(usage.ru_maxrss))
+    }
+
     /// Waits for the child to exit and returns its exit code (128 + signal when killed).
     @discardableResult
     public func wait() -> Int32 {

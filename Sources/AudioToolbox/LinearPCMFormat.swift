@@ -1,3 +1,5 @@
+import Glibc
+
 /// A linear PCM layout the queues convert to and from the HAL's 32-bit float, parsed once from an
 /// ``AudioStreamBasicDescription``.
 ///
@@ -118,7 +120,7 @@ struct LinearPCMFormat: Equatable {
         let n = frames * channels
         let s = bigEndian
         @inline(__always) func integer(_ x: Float, _ scale: Float, _ lo: Float, _ hi: Float) -> Int64 {
-            Int64(min(max((x * scale).rounded(), lo), hi))
+            Int64(lrintf(min(max(x * scale, lo), hi)))  // cvtss2si, round to nearest even
         }
         switch sample {
         case .float32:
@@ -132,13 +134,21 @@ struct LinearPCMFormat: Equatable {
                 destination.storeBytes(of: s ? bits.bigEndian : bits.littleEndian, toByteOffset: i * 8, as: UInt64.self)
             }
         case .int16:
-            for i in 0..<n {
-                let v = UInt16(bitPattern: Int16(integer(source[i], 32768, -32768, 32767)))
-                destination.storeBytes(of: s ? v.bigEndian : v.littleEndian, toByteOffset: i * 2, as: UInt16.self)
+            // The hot case (every 16-bit file and device): one tight loop per byte order.
+            if s {
+                for i in 0..<n {
+                    let v = UInt16(truncatingIfNeeded: Swift.min(Swift.max(lrintf(source[i] * 32768), -32768), 32767))
+                    destination.storeBytes(of: v.bigEndian, toByteOffset: i &* 2, as: UInt16.self)
+                }
+            } else {
+                for i in 0..<n {
+                    let v = UInt16(truncatingIfNeeded: Swift.min(Swift.max(lrintf(source[i] * 32768), -32768), 32767))
+                    destination.storeBytes(of: v.littleEndian, toByteOffset: i &* 2, as: UInt16.self)
+                }
             }
         case .int32:
             for i in 0..<n {
-                let v = UInt32(bitPattern: Int32(clamping: Int64((Double(source[i]) * 2_147_483_648).rounded())))
+                let v = UInt32(bitPattern: Int32(clamping: llrint(Double(source[i]) * 2_147_483_648)))
                 destination.storeBytes(of: s ? v.bigEndian : v.littleEndian, toByteOffset: i * 4, as: UInt32.self)
             }
         case .int24in32(let high):

@@ -15,7 +15,7 @@ enum Bench {
 
     static func main(_ arguments: [String]) {
         let short = arguments.contains("--short")
-        // `--only latency|underruns|cpu` runs one section (for profiling one figure).
+        // `--only latency|underruns|cpu|convert` runs one section (for profiling one figure).
         let only = arguments.firstIndex(of: "--only").flatMap { i in i + 1 < arguments.count ? arguments[i + 1] : nil }
         func wanted(_ section: String) -> Bool { only == nil || only == section }
         var failures: [String] = []
@@ -95,6 +95,18 @@ enum Bench {
         } catch {
             failures.append("cpu: \(error)")
         }
+        }
+
+        // 4. File conversion throughput and memory beside ffmpeg.
+        if wanted("convert") {
+            say("")
+            let minutes = short ? 0.5 : 10.0
+            say(String(format: "File conversion of a %.1f-minute stereo 44.1 kHz WAV, afconvert beside ffmpeg (best of %d runs each):", minutes, short ? 1 : 3))
+            do {
+                failures += try ConvertBench.measure(minutes: minutes, repeats: short ? 1 : 3, say: say)
+            } catch {
+                failures.append("convert: \(error)")
+            }
         }
 
         if !failures.isEmpty {

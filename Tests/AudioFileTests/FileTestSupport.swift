@@ -172,7 +172,7 @@ func writeFloatRaw(_ samples: [Float], to url: URL) throws {
 /// `x` rounded to what `bits`-bit signed integers hold, as a lossless file must return it.
 func quantized(_ x: [Float], bits: Int) -> [Float] {
     let scale = Float(1 << (bits - 1))
-    return x.map { min(max(($0 * scale).rounded(), -scale), scale - 1) / scale }
+    return x.map { min(max(($0 * scale).rounded(.toNearestOrEven), -scale), scale - 1) / scale }
 }
 
 import AudioTestSupport
@@ -184,4 +184,15 @@ func canEncode(_ format: AudioFormatID) -> Bool {
     var ids = [AudioFormatID](repeating: 0, count: Int(size) / 4)
     guard AudioFormatGetProperty(kAudioFormatProperty_EncodeFormatIDs, 0, nil, &size, &ids) == noErr else { return false }
     return ids.contains(format)
+}
+
+/// Fails with the first differing index instead of printing both arrays.
+func assertSamplesEqual(_ got: [Float], _ expected: [Float], _ label: String, file: StaticString = #filePath, line: UInt = #line) {
+    guard got.count == expected.count else {
+        XCTFail("\(label): \(got.count) samples, expected \(expected.count)", file: file, line: line)
+        return
+    }
+    if let i = got.indices.first(where: { got[$0] != expected[$0] }) {
+        XCTFail("\(label): sample \(i) is \(got[i]), expected \(expected[i])", file: file, line: line)
+    }
 }

@@ -235,16 +235,11 @@ public func AudioConverterFillComplexBuffer(
         ioOutputDataPacketSize.pointee = 0
         return error.status
     }
-    var count = 0
-    var bytes = 0
-    let variableFrames = core.destination.mFramesPerPacket == 0
-    while count < wanted, let size = core.nextPacketSize, bytes + size <= capacity {
-        guard let p = core.takePacket(into: data + bytes) else { break }
-        outPacketDescription?[count] = AudioStreamPacketDescription(
-            mStartOffset: Int64(bytes), mVariableFramesInPacket: variableFrames ? UInt32(p.frames) : 0, mDataByteSize: UInt32(p.size))
-        bytes += p.size
-        count += 1
-    }
+    let taken = core.takePackets(
+        max: wanted, capacity: capacity, into: data, descriptions: outPacketDescription,
+        variableFrames: core.destination.mFramesPerPacket == 0)
+    let count = taken.packets
+    let bytes = taken.bytes
     if count == 0 && wanted > 0 && core.nextPacketSize != nil {
         ioOutputDataPacketSize.pointee = 0
         return kAudioConverterErr_InvalidOutputSize

@@ -31,10 +31,16 @@ final class ConverterCore {
     /// Source bytes not yet handed out, when ``passthrough``.
     private var passBytes: [UInt8] = []
     private var passStart = 0
-    /// Encoded packets not yet handed out (compressed destinations).
+    /// Encoded packets not yet handed out (compressed destinations), as runs: one packet, or a
+    /// run of equal packets (µ-law comes out of FFmpeg thousands of one-byte packets at a time).
     private var packetBytes: [UInt8] = []
-    private var packetTable: [(offset: Int, size: Int, frames: Int)] = []
-    private var packetStart = 0
+    private var runs: [(offset: Int, size: Int, frames: Int, packets: Int)] = []
+    private var runStart = 0
+    /// Packets of `runs[runStart]` already handed out.
+    private var runConsumed = 0
+    private(set) var availablePackets = 0
+    /// Bytes of the packets not yet handed out.
+    private(set) var availablePacketBytes = 0
     private var scratch: [Float] = []
     private var mapped: [Float] = []
     private(set) var inputEnded = false
@@ -176,6 +182,10 @@ final class ConverterCore {
                 }
             }
         }
+        if resampler == nil && inChannels == outChannels {
+            try deliver(scratch)
+            return
+        }
         mapped.removeAll(keepingCapacity: true)
         if let resampler {
             var channelMapped: [Float] = []
@@ -211,18 +221,12 @@ final class ConverterCore {
     }
 
     private func queuePacket(_ bytes: UnsafeRawBufferPointer, frames: Int) {
-        // Constant-size formats come out of FFmpeg as runs of packets (µ-law); split them.
         let fixed = Int(destination.mBytesPerPacket)
-        if fixed > 0 && bytes.count > fixed && destination.mFramesPerPacket == 1 {
-            var at = 0
-            while at + fixed <= bytes.count {
-                queuePacket(UnsafeRawBufferPointer(rebasing: bytes[at..<(at + fixed)]), frames: 1)
-                at += fixed
-            }
-            return
-        }
-        packetTable.append((packetBytes.count, bytes.count, frames))
+        let packets = fixed > 0 && destination.mFramesPerPacket == 1 && bytes.count % fixed == 0 ? bytes.count / fixed : 1
+        runs.append((packetBytes.count, bytes.count, frames, packets))
         packetBytes.append(contentsOf: bytes)
+        availablePackets += packets
+        availablePacketBytes += bytes.count
     }
 
     private func openDecoder() throws(ConverterFailure) -> PacketDecoder {
@@ -262,7 +266,6 @@ final class ConverterCore {
             ? (passBytes.count - passStart) / Int(destination.mBytesPerFrame)
             : (frames.count - framesStart) / Int(destination.mChannelsPerFrame)
     }
-    var availablePackets: Int { packetTable.count - packetStart }
 
     /// Writes up to `count` frames into `list` at frame `offset`; returns frames written.
     func takeFrames(_ count: Int, into list: UnsafeMutableAudioBufferListPointer, offset: Int = 0) -> Int {
@@ -289,28 +292,59 @@ final class ConverterCore {
         return n
     }
 
-    /// The next packet, if one is ready: its bytes and frames.
-    func peekPacket() -> (bytes: UnsafeRawBufferPointer, frames: Int)? {
-        guard packetStart < packetTable.count else { return nil }
-        let p = packetTable[packetStart]
-        return packetBytes.withUnsafeBytes { (UnsafeRawBufferPointer(rebasing: $0[p.offset..<(p.offset + p.size)]), p.frames) }
+    /// Size of the next packet, if one is ready.
+    var nextPacketSize: Int? {
+        guard runStart < runs.count else { return nil }
+        let r = runs[runStart]
+        return r.size / r.packets
     }
 
-    /// Copies the next packet to `destination` (room for its size) and forgets it.
-    func takePacket(into destination: UnsafeMutableRawPointer) -> (size: Int, frames: Int)? {
-        guard packetStart < packetTable.count else { return nil }
-        let p = packetTable[packetStart]
-        packetBytes.withUnsafeBytes { destination.copyMemory(from: $0.baseAddress! + p.offset, byteCount: p.size) }
-        packetStart += 1
-        if packetStart == packetTable.count {
-            packetTable.removeAll(keepingCapacity: true)
-            packetBytes.removeAll(keepingCapacity: true)
-            packetStart = 0
+    /// Copies up to `maxPackets` whole packets (at most `capacity` bytes) to `destination` and
+    /// forgets them; fills `descriptions` when given (`mVariableFramesInPacket` only when
+    /// `variableFrames`). Returns the packets, bytes and frames copied.
+    func takePackets(
+        max maxPackets: Int, capacity: Int, into destination: UnsafeMutableRawPointer,
+        descriptions: UnsafeMutablePointer<AudioStreamPacketDescription>?, variableFrames: Bool
+    ) -> (packets: Int, bytes: Int, frames: Int) {
+        var packets = 0
+        var bytes = 0
+        var frames = 0
+        packetBytes.withUnsafeBytes { raw in
+            while packets < maxPackets, runStart < runs.count {
+                let r = runs[runStart]
+                let size = r.size / r.packets
+                let left = r.packets - runConsumed
+                let n = Swift.min(left, maxPackets - packets, (capacity - bytes) / Swift.max(size, 1))
+                if n <= 0 { break }
+                let from = r.offset + runConsumed * size
+                (destination + bytes).copyMemory(from: raw.baseAddress! + from, byteCount: n * size)
+                let perPacketFrames = r.frames / r.packets
+                if let descriptions {
+                    for k in 0..<n {
+                        descriptions[packets + k] = AudioStreamPacketDescription(
+                            mStartOffset: Int64(bytes + k * size), mVariableFramesInPacket: variableFrames ? UInt32(perPacketFrames) : 0,
+                            mDataByteSize: UInt32(size))
+                    }
+                }
+                packets += n
+                bytes += n * size
+                frames += n * perPacketFrames
+                runConsumed += n
+                if runConsumed == r.packets {
+                    runStart += 1
+                    runConsumed = 0
+                }
+            }
         }
-        return (p.size, p.frames)
+        availablePackets -= packets
+        availablePacketBytes -= bytes
+        if runStart == runs.count {
+            runs.removeAll(keepingCapacity: true)
+            packetBytes.removeAll(keepingCapacity: true)
+            runStart = 0
+        }
+        return (packets, bytes, frames)
     }
-
-    var nextPacketSize: Int? { packetStart < packetTable.count ? packetTable[packetStart].size : nil }
 
     /// Forgets all state: codec history, buffered output, end of input.
     func reset() {
@@ -323,8 +357,11 @@ final class ConverterCore {
         passBytes.removeAll()
         passStart = 0
         packetBytes.removeAll()
-        packetTable.removeAll()
-        packetStart = 0
+        runs.removeAll()
+        runStart = 0
+        runConsumed = 0
+        availablePackets = 0
+        availablePacketBytes = 0
         inputEnded = false
         remainderFrames = 0
     }

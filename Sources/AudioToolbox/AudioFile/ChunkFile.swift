@@ -766,7 +766,6 @@ final class ChunkFile: AudioFileContainer {
             try updateSizes()
             if dataByteCount & 1 == 1 { try pwriteAll([0], at: end) }
         }
-        _ = fsync(fd)
     }
 
     // MARK: Channel layouts

@@ -146,14 +146,10 @@ final class CodecFile: AudioFileContainer {
 
     func readPacketBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFileFailure) -> Int {
         guard let reader else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for writing only") }
-        var at = 0
-        for i in Int(start)..<(Int(start) + count) {
-            guard reader.copyPacket(i, to: destination + at) else {
-                throw AudioFileFailure(kAudioFileEndOfFileError, "the file ended inside packet \(i)")
-            }
-            at += Int(reader.packets[i].size)
+        guard reader.copyPackets(Int(start), count: count, to: destination) else {
+            throw AudioFileFailure(kAudioFileEndOfFileError, "the file ended inside packets \(start)…\(Int(start) + count - 1)")
         }
-        return at
+        return (Int(start)..<(Int(start) + count)).reduce(0) { $0 + Int(reader.packets[$1].size) }
     }
 
     func writePackets(

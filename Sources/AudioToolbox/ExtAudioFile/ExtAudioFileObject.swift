@@ -20,6 +20,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
     private var discardClientFrames = 0
     private let packetBuffer = RawBuffer()
     private var descriptions: [AudioStreamPacketDescription] = []
+    private var descriptionBuffer: [AudioStreamPacketDescription] = []
     private let trash = RawBuffer()
 
     // Writing state.
@@ -175,42 +176,48 @@ final class ExtAudioFileObject: @unchecked Sendable {
         _ = core.takeFrames(frames, into: list)
     }
 
-    /// Reads a run of packets from the file into the converter, or ends its input.
+    /// Reads a run of packets from the file into the converter, or ends its input. Constant-size
+    /// packets (PCM, IMA4, µ-law) go to the converter as one run; variable ones one by one.
     private func feed(_ core: ConverterCore) throws(ConverterFailure) {
-        var status = noErr
-        var gotPackets = 0
-        var bytes = 0
+        let fixed = Int(fileFormat.mBytesPerPacket)
         let pcm = fileFormat.mFormatID == kAudioFormatLinearPCM
-        let wanted = pcm ? max(4096 / max(Int(fileFormat.mFramesPerPacket), 1), 1) : 8
-        status = file.with { c throws(AudioFileFailure) in
-            let available = Int(max(min(Int64(wanted), c.packetCount - nextPacket), 0))
-            guard available > 0 else { return }
-            var size = 0
-            for i in 0..<available { size += c.packetSize(nextPacket + Int64(i))?.bytes ?? 0 }
-            packetBuffer.reserve(size)
-            if descriptions.count < available { descriptions = [AudioStreamPacketDescription](repeating: .init(), count: available) }
-            bytes = try c.readPacketBytes(start: nextPacket, count: available, into: packetBuffer.pointer)
-            var offset = 0
-            for i in 0..<available {
-                let s = c.packetSize(nextPacket + Int64(i))?.bytes ?? 0
-                descriptions[i] = AudioStreamPacketDescription(mStartOffset: Int64(offset), mVariableFramesInPacket: 0, mDataByteSize: UInt32(s))
-                offset += s
+        let wanted = fixed > 0 ? max(16384 / max(Int(fileFormat.mFramesPerPacket), 1), 1) : 8
+        var got = 0
+        var bytes = 0
+        let from = nextPacket
+        let status = file.with { c throws(AudioFileFailure) in
+            got = Int(max(min(Int64(wanted), c.packetCount - from), 0))
+            guard got > 0 else { return }
+            if fixed > 0 {
+                packetBuffer.reserve(got * fixed)
+            } else {
+                var size = 0
+                if descriptions.count < got { descriptions = [AudioStreamPacketDescription](repeating: .init(), count: got) }
+                for i in 0..<got {
+                    let s = c.packetSize(from + Int64(i))?.bytes ?? 0
+                    descriptions[i] = AudioStreamPacketDescription(mStartOffset: Int64(size), mVariableFramesInPacket: 0, mDataByteSize: UInt32(s))
+                    size += s
+                }
+                packetBuffer.reserve(size)
             }
-            gotPackets = available
+            bytes = try c.readPacketBytes(start: from, count: got, into: packetBuffer.pointer)
         }
         guard status == noErr else { throw ConverterFailure(status, file.lastReason) }
-        if gotPackets == 0 {
+        if got == 0 {
             try core.endInput()
             return
         }
-        nextPacket += Int64(gotPackets)
+        nextPacket += Int64(got)
         if pcm {
             var list = AudioBufferList(
                 mNumberBuffers: 1,
                 mBuffers: AudioBuffer(mNumberChannels: fileFormat.mChannelsPerFrame, mDataByteSize: UInt32(bytes), mData: packetBuffer.pointer))
             try core.pushPCM(UnsafeMutableAudioBufferListPointer(&list), frames: bytes / Int(fileFormat.mBytesPerFrame))
+        } else if fixed > 0 {
+            // FFmpeg's decoders for constant-size formats take many packets at once.
+            try core.pushPacket(UnsafeRawBufferPointer(start: packetBuffer.pointer, count: bytes))
         } else {
-            for i in 0..<gotPackets {
+            for i in 0..<got {
                 let d = descriptions[i]
                 try core.pushPacket(UnsafeRawBufferPointer(start: packetBuffer.pointer + Int(d.mStartOffset), count: Int(d.mDataByteSize)))
             }
@@ -266,24 +273,27 @@ final class ExtAudioFileObject: @unchecked Sendable {
             }
             writtenPackets += Int64(frames)
         } else {
-            var total = 0
-            var sizes: [AudioStreamPacketDescription] = []
-            while let size = core.nextPacketSize {
-                packetBuffer.reserve(total + size, keeping: total)
-                guard let p = core.takePacket(into: packetBuffer.pointer + total) else { break }
-                sizes.append(AudioStreamPacketDescription(mStartOffset: Int64(total), mVariableFramesInPacket: UInt32(p.frames), mDataByteSize: UInt32(p.size)))
-                total += p.size
+            let count = core.availablePackets
+            guard count > 0 else { return }
+            let bytes = core.availablePacketBytes
+            packetBuffer.reserve(bytes)
+            let variable = fileFormat.isVariablePacketSize
+            if variable && descriptionBuffer.count < count {
+                descriptionBuffer = [AudioStreamPacketDescription](repeating: .init(), count: count)
             }
-            guard !sizes.isEmpty else { return }
-            let descriptions = UnsafeMutablePointer<AudioStreamPacketDescription>.allocate(capacity: sizes.count)
-            descriptions.initialize(from: sizes, count: sizes.count)
-            defer { descriptions.deallocate() }
-            status = file.with { c throws(AudioFileFailure) in
-                try c.writePackets(
-                    start: writtenPackets, count: sizes.count, bytes: UnsafeRawBufferPointer(start: packetBuffer.pointer, count: total),
-                    descriptions: descriptions)
+            let taken = descriptionBuffer.withUnsafeMutableBufferPointer { d in
+                // Frames per packet recorded too: the last packet of AAC is shorter, and M4A keeps that.
+                core.takePackets(max: count, capacity: bytes, into: packetBuffer.pointer, descriptions: variable ? d.baseAddress : nil, variableFrames: true)
             }
-            writtenPackets += Int64(sizes.count)
+            let start = writtenPackets
+            status = descriptionBuffer.withUnsafeBufferPointer { d in
+                file.with { c throws(AudioFileFailure) in
+                    try c.writePackets(
+                        start: start, count: taken.packets, bytes: UnsafeRawBufferPointer(start: packetBuffer.pointer, count: taken.bytes),
+                        descriptions: variable ? d.baseAddress : nil)
+                }
+            }
+            writtenPackets += Int64(taken.packets)
         }
         guard status == noErr else { throw ConverterFailure(status, file.lastReason) }
     }
