@@ -60,6 +60,13 @@ private func propertySize(_ queue: AudioQueueObject, _ id: AudioQueuePropertyID)
     case kAudioQueueProperty_CurrentDevice: return MemoryLayout<CFString?>.size
     case kAudioQueueProperty_CurrentLevelMeter, kAudioQueueProperty_CurrentLevelMeterDB:
         return MemoryLayout<AudioQueueLevelMeterState>.stride * queue.pcm.channels
+    case kAudioQueueProperty_MagicCookie:
+        guard let codec = queue.codec else { return nil }
+        queue.lock.lock()
+        defer { queue.lock.unlock() }
+        return codec.magicCookie.count
+    case kAudioQueueProperty_MaximumOutputPacketSize, kAudioQueueProperty_ConverterError:
+        return MemoryLayout<UInt32>.size
     default: return nil
     }
 }
@@ -116,6 +123,21 @@ public func AudioQueueGetProperty(
         queue.lock.lock()
         outData.storeBytes(of: queue.decodeBufferSizeFrames, as: UInt32.self)
         queue.lock.unlock()
+    case kAudioQueueProperty_MagicCookie:
+        queue.lock.lock()
+        let cookie = queue.codec?.magicCookie ?? []
+        queue.lock.unlock()
+        guard room >= cookie.count else { return kAudioQueueErr_InvalidPropertySize }
+        cookie.withUnsafeBytes { if !cookie.isEmpty { outData.copyMemory(from: $0.baseAddress!, byteCount: cookie.count) } }
+        ioDataSize.pointee = UInt32(cookie.count)
+        return noErr
+    case kAudioQueueProperty_MaximumOutputPacketSize:
+        let size = queue.codec?.maximumPacketSize ?? queue.pcm.bytesPerFrame
+        outData.storeBytes(of: UInt32(size), as: UInt32.self)
+    case kAudioQueueProperty_ConverterError:
+        queue.lock.lock()
+        outData.storeBytes(of: UInt32(bitPattern: queue.codec?.lastError ?? noErr), as: UInt32.self)
+        queue.lock.unlock()
     case kAudioQueueDeviceProperty_SampleRate, kAudioQueueDeviceProperty_NumberChannels, kAudioQueueProperty_CurrentDevice:
         guard let device = currentDevice(queue) else { return kAudioQueueErr_InvalidDevice }
         if inID == kAudioQueueDeviceProperty_SampleRate {
@@ -167,6 +189,13 @@ public func AudioQueueSetProperty(
     _ inAQ: AudioQueueRef, _ inID: AudioQueuePropertyID, _ inData: UnsafeRawPointer, _ inDataSize: UInt32
 ) -> OSStatus {
     guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    if inID == kAudioQueueProperty_MagicCookie {
+        guard let codec = queue.codec, codec.isOutput else { return kAudioQueueErr_InvalidProperty }
+        queue.lock.lock()
+        defer { queue.lock.unlock() }
+        codec.magicCookie = Array(UnsafeRawBufferPointer(start: inData, count: Int(inDataSize)))
+        return noErr
+    }
     guard let size = propertySize(queue, inID) else { return kAudioQueueErr_InvalidProperty }
     guard Int(inDataSize) >= size else { return kAudioQueueErr_InvalidPropertySize }
     queue.lock.lock()

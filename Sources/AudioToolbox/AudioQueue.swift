@@ -1,5 +1,6 @@
 public import Foundation
 import AudioHAL
+internal import AudioCodecs
 
 // Audio Queue Services (Apple's AudioQueue.h): creating, feeding and controlling queues.
 //
@@ -8,13 +9,29 @@ import AudioHAL
 // of 8–32-bit integers or 32/64-bit float, 1–8 channels, either byte order, is converted to float
 // when a buffer is enqueued (playback) or delivered (recording); the server converts and resamples
 // between that stream and the device, so callbacks never see the device's format. Compressed
-// formats are not handled yet: their descriptions get `kAudioFormatUnsupportedDataFormatError`.
+// descriptions (AAC, ALAC, IMA4, MP3, µ-law, A-law, FLAC, Opus; encoding where FFmpeg can) are
+// decoded when a buffer is enqueued and encoded before a recording callback, off the server
+// thread; callbacks handle only packets.
 
-private func validate(_ inFormat: UnsafePointer<AudioStreamBasicDescription>?) -> Result<(AudioStreamBasicDescription, LinearPCMFormat), StatusError> {
+private func validate(
+    _ inFormat: UnsafePointer<AudioStreamBasicDescription>?, isOutput: Bool
+) -> Result<(AudioStreamBasicDescription, LinearPCMFormat, AudioQueueCodec?), StatusError> {
     guard let inFormat else { return .failure(StatusError(kAudio_ParamError)) }
     let asbd = inFormat.pointee
-    guard let pcm = LinearPCMFormat(asbd) else { return .failure(StatusError(kAudioFormatUnsupportedDataFormatError)) }
-    return .success((asbd, pcm))
+    if let pcm = LinearPCMFormat(asbd) { return .success((asbd, pcm, nil)) }
+    // Malformed linear PCM and formats nobody knows: 'fmt?'; a known format without a codec here
+    // (MP3 encoding without LAME, say): kAudioQueueErr_CodecNotFound.
+    guard asbd.mFormatID != kAudioFormatLinearPCM, CodecCatalog.info(asbd.mFormatID) != nil else {
+        return .failure(StatusError(kAudioFormatUnsupportedDataFormatError))
+    }
+    do {
+        let codec = try AudioQueueCodec(format: asbd, isOutput: isOutput)
+        let float = AudioQueueCodec.floatFormat(rate: codec.format.mSampleRate, channels: codec.format.mChannelsPerFrame)
+        guard let pcm = LinearPCMFormat(float) else { return .failure(StatusError(kAudioFormatUnsupportedDataFormatError)) }
+        return .success((codec.format, pcm, codec))
+    } catch {
+        return .failure(StatusError(error.status == kAudioConverterErr_FormatNotSupported ? kAudioQueueErr_CodecNotFound : kAudioFormatUnsupportedDataFormatError))
+    }
 }
 
 private func makeQueue(
@@ -22,12 +39,12 @@ private func makeQueue(
     target: CallbackTarget, _ outAQ: UnsafeMutablePointer<AudioQueueRef?>?
 ) -> OSStatus {
     guard let outAQ else { return kAudio_ParamError }
-    switch validate(inFormat) {
+    switch validate(inFormat, isOutput: isOutput) {
     case .failure(let error):
         outAQ.pointee = nil
         return error.status
-    case .success(let (asbd, pcm)):
-        let queue = AudioQueueObject(format: asbd, pcm: pcm, isOutput: isOutput, callback: callback, target: target)
+    case .success(let (asbd, pcm, codec)):
+        let queue = AudioQueueObject(format: asbd, pcm: pcm, codec: codec, isOutput: isOutput, callback: callback, target: target)
         AudioQueueRegistry.add(queue)
         outAQ.pointee = queue.ref
         return noErr
@@ -132,10 +149,24 @@ public func AudioQueueEnqueueBuffer(
     _ inPacketDescs: UnsafePointer<AudioStreamPacketDescription>?
 ) -> OSStatus {
     guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
-    switch queue.enqueue(inBuffer, AudioQueueObject.EnqueueOptions()) {
+    var options = AudioQueueObject.EnqueueOptions()
+    options.packetDescriptions = packetDescriptions(inBuffer, inNumPacketDescs, inPacketDescs)
+    switch queue.enqueue(inBuffer, options) {
     case .success: return noErr
     case .failure(let error): return error.status
     }
+}
+
+/// The packet descriptions of an enqueue: those passed, else those in the buffer.
+private func packetDescriptions(
+    _ buffer: AudioQueueBufferRef, _ count: UInt32, _ descriptions: UnsafePointer<AudioStreamPacketDescription>?
+) -> UnsafeBufferPointer<AudioStreamPacketDescription> {
+    if let descriptions, count > 0 { return UnsafeBufferPointer(start: descriptions, count: Int(count)) }
+    let inBuffer = buffer.pointee
+    if let own = inBuffer.mPacketDescriptions, inBuffer.mPacketDescriptionCount > 0 {
+        return UnsafeBufferPointer(start: own, count: Int(min(inBuffer.mPacketDescriptionCount, inBuffer.mPacketDescriptionCapacity)))
+    }
+    return UnsafeBufferPointer(start: nil, count: 0)
 }
 
 /// Adds a playback buffer with trimming, per-buffer parameters and a start time.
@@ -158,6 +189,7 @@ public func AudioQueueEnqueueBufferWithParameters(
     options.trimEnd = inTrimFramesAtEnd
     options.parameters = UnsafeBufferPointer(start: inParamValues, count: Int(inNumParamValues))
     options.startTime = inStartTime?.pointee
+    options.packetDescriptions = packetDescriptions(inBuffer, inNumPacketDescs, inPacketDescs)
     switch queue.enqueue(inBuffer, options) {
     case .success(let actual):
         outActualStartTime?.pointee = actual

@@ -23,13 +23,21 @@ struct CallbackWork: @unchecked Sendable {
     let run: () -> Void
 }
 
+/// A pointer handed to a user callback (packet descriptions that live in the buffer).
+struct CallbackPointer<T>: @unchecked Sendable {
+    let pointer: UnsafePointer<T>?
+    init(_ pointer: UnsafePointer<T>?) { self.pointer = pointer }
+}
+
 /// A buffer allocated by a queue, with its float staging area (converted audio, or captured audio
 /// before it is converted to the queue's format).
 final class BufferSlot {
     let token: Int
     let buffer: AudioQueueBufferRef
-    let staging: UnsafeMutablePointer<Float>
-    let capacityFrames: Int
+    /// Reallocated only while the buffer is not enqueued (a compressed buffer may decode to more
+    /// frames than it was allocated for).
+    var staging: UnsafeMutablePointer<Float>
+    var capacityFrames: Int
     var enqueued = false
 
     init(token: Int, buffer: AudioQueueBufferRef, staging: UnsafeMutablePointer<Float>, capacityFrames: Int) {
@@ -71,6 +79,8 @@ let maximumBuffersPerQueue = 1024
 final class AudioQueueObject: @unchecked Sendable {
     let format: AudioStreamBasicDescription
     let pcm: LinearPCMFormat
+    /// For compressed descriptions: packets ↔ float (``pcm`` is then float at the stream's rate).
+    let codec: AudioQueueCodec?
     let isOutput: Bool
     let callback: QueueCallback
     let target: CallbackTarget
@@ -116,9 +126,13 @@ final class AudioQueueObject: @unchecked Sendable {
     /// The ``AudioQueueRef`` handed to the user.
     var ref: AudioQueueRef { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
 
-    init(format: AudioStreamBasicDescription, pcm: LinearPCMFormat, isOutput: Bool, callback: QueueCallback, target: CallbackTarget) {
+    init(
+        format: AudioStreamBasicDescription, pcm: LinearPCMFormat, codec: AudioQueueCodec? = nil, isOutput: Bool, callback: QueueCallback,
+        target: CallbackTarget
+    ) {
         self.format = format
         self.pcm = pcm
+        self.codec = codec
         self.isOutput = isOutput
         self.callback = callback
         self.target = target
@@ -223,20 +237,28 @@ final class AudioQueueObject: @unchecked Sendable {
             default: return CallbackWork {}
             }
         }
-        pcm.encode(slot.staging, frames: completed.frames, into: buffer.pointee.mAudioData)
-        buffer.pointee.mAudioDataByteSize = UInt32(completed.frames * pcm.bytesPerFrame)
-        buffer.pointee.mPacketDescriptionCount = 0
+        var packets = UInt32(completed.frames)
+        var descriptions: UnsafePointer<AudioStreamPacketDescription>?
+        if let codec {
+            let encoded = codec.encode(slot.staging, frames: completed.frames, into: buffer)
+            packets = encoded.packets
+            descriptions = encoded.described ? UnsafePointer(buffer.pointee.mPacketDescriptions) : nil
+        } else {
+            pcm.encode(slot.staging, frames: completed.frames, into: buffer.pointee.mAudioData)
+            buffer.pointee.mAudioDataByteSize = UInt32(completed.frames * pcm.bytesPerFrame)
+            buffer.pointee.mPacketDescriptionCount = 0
+        }
         var stamp = AudioTimeStamp()
         stamp.mSampleTime = Double(completed.sampleTime)
         stamp.mHostTime = completed.hostTime
         stamp.mRateScalar = 1
         stamp.mFlags = [.sampleTimeValid, .hostTimeValid, .rateScalarValid]
-        let packets = UInt32(completed.frames)
+        let described = CallbackPointer(descriptions)
         switch callback {
         case .inputProc(let proc, let userData):
-            return CallbackWork { withUnsafePointer(to: stamp) { proc(userData, queueRef, buffer, $0, packets, nil) } }
+            return CallbackWork { withUnsafePointer(to: stamp) { proc(userData, queueRef, buffer, $0, packets, described.pointer) } }
         case .inputBlock(let block):
-            return CallbackWork { withUnsafePointer(to: stamp) { block(queueRef, buffer, $0, packets, nil) } }
+            return CallbackWork { withUnsafePointer(to: stamp) { block(queueRef, buffer, $0, packets, described.pointer) } }
         default: return CallbackWork {}
         }
     }
@@ -260,9 +282,18 @@ final class AudioQueueObject: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if disposed { return .failure(StatusError(kAudioQueueErr_DisposalPending)) }
-        guard Int(byteSize) >= pcm.bytesPerFrame else { return .failure(StatusError(kAudio_ParamError)) }
         guard slots.count < maximumBuffersPerQueue else { return .failure(StatusError(kAudio_MemFullError)) }
-        let frames = Int(byteSize) / pcm.bytesPerFrame
+        let frames: Int
+        if let codec {
+            // Playback: what the packets decode to is known at enqueue (the staging area grows
+            // then); recording: as many frames as whole packets of the largest size fit.
+            guard byteSize > 0 else { return .failure(StatusError(kAudio_ParamError)) }
+            let packets = max(Int(byteSize) / codec.maximumPacketSize, 1)
+            frames = packets * codec.framesPerPacket
+        } else {
+            guard Int(byteSize) >= pcm.bytesPerFrame else { return .failure(StatusError(kAudio_ParamError)) }
+            frames = Int(byteSize) / pcm.bytesPerFrame
+        }
         let data = UnsafeMutableRawPointer.allocate(byteCount: Int(byteSize), alignment: 16)
         data.initializeMemory(as: UInt8.self, repeating: 0, count: Int(byteSize))
         let packets: UnsafeMutablePointer<AudioStreamPacketDescription>? =
@@ -299,6 +330,8 @@ final class AudioQueueObject: @unchecked Sendable {
         var trimEnd: UInt32 = 0
         var parameters: UnsafeBufferPointer<AudioQueueParameterEvent> = UnsafeBufferPointer(start: nil, count: 0)
         var startTime: AudioTimeStamp?
+        /// Packet descriptions for variable-size compressed packets.
+        var packetDescriptions = UnsafeBufferPointer<AudioStreamPacketDescription>(start: nil, count: 0)
     }
 
     func enqueue(_ buffer: AudioQueueBufferRef, _ options: EnqueueOptions) -> Result<AudioTimeStamp, StatusError> {
@@ -314,10 +347,18 @@ final class AudioQueueObject: @unchecked Sendable {
         if isOutput {
             let bytes = Int(buffer.pointee.mAudioDataByteSize)
             if bytes == 0 { return .failure(StatusError(kAudioQueueErr_BufferEmpty)) }
-            guard bytes <= Int(buffer.pointee.mAudioDataBytesCapacity), bytes % pcm.bytesPerFrame == 0 else {
+            guard bytes <= Int(buffer.pointee.mAudioDataBytesCapacity) else { return .failure(StatusError(kAudio_ParamError)) }
+            var decoded: Int?
+            if let codec {
+                switch codec.decode(buffer, descriptions: options.packetDescriptions, into: &slot.staging, capacity: &slot.capacityFrames) {
+                case .success(let n): decoded = n
+                case .failure(let error): return .failure(error)
+                }
+                item.samples = slot.staging
+            } else if bytes % pcm.bytesPerFrame != 0 {
                 return .failure(StatusError(kAudio_ParamError))
             }
-            let frames = bytes / pcm.bytesPerFrame
+            let frames = decoded ?? bytes / pcm.bytesPerFrame
             let trims = Int(options.trimStart) + Int(options.trimEnd)
             guard trims <= frames else { return .failure(StatusError(kAudio_ParamError)) }
             var gain: Float = 1
@@ -330,7 +371,14 @@ final class AudioQueueObject: @unchecked Sendable {
                 }
             }
             item.frames = frames - trims
-            pcm.decode(buffer.pointee.mAudioData + Int(options.trimStart) * pcm.bytesPerFrame, frames: item.frames, into: slot.staging, gain: gain)
+            if codec != nil {
+                // Decoded already: trim and apply the gain in place.
+                let channels = pcm.channels
+                if options.trimStart > 0 { slot.staging.update(from: slot.staging + Int(options.trimStart) * channels, count: item.frames * channels) }
+                if gain != 1 { for i in 0..<(item.frames * channels) { slot.staging[i] *= gain } }
+            } else {
+                pcm.decode(buffer.pointee.mAudioData + Int(options.trimStart) * pcm.bytesPerFrame, frames: item.frames, into: slot.staging, gain: gain)
+            }
             let earliest = max(scheduledEnd, currentSampleTime() ?? 0)
             var start = earliest
             if let requested = options.startTime, requested.mFlags.contains(.sampleTimeValid) {
@@ -520,6 +568,7 @@ final class AudioQueueObject: @unchecked Sendable {
         }
         let taken = stream.map { s in s.withCallbacksBlocked { engine.reclaim(restartTimeline: restartTimeline) } }
             ?? engine.reclaim(restartTimeline: restartTimeline)
+        defer { codec?.reset() }
         var work: [CallbackWork] = []
         while let done = engine.completed.pop() {
             guard let slot = slotsByToken[done.token] else { continue }

@@ -220,7 +220,9 @@ final class CodecFile: AudioFileContainer {
 
     func setMagicCookie(_ cookie: [UInt8]) throws(AudioFileFailure) {
         guard reader == nil else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for reading only") }
-        if writer != nil && format.mFormatID != kAudioFormatFLAC {
+        if writer != nil && format.mFormatID != kAudioFormatFLAC && cookie != self.cookie {
+            // The container's header already holds the cookie: the same one again is fine (AQRecord
+            // copies it at the start and at the end), a different one cannot be honoured.
             throw AudioFileFailure(kAudioFileOperationNotSupportedError, "the magic cookie must be set before the first packet")
         }
         self.cookie = cookie
