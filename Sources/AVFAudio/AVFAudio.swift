@@ -1,4 +1,4 @@
-// AVFAudio builds on AudioToolbox and re-exports it, as Apple's framework does. The player, the
-// recorder, the session and the value types land here; until then this module carries only the
-// re-export (see REMAINING.md for what is absent).
+// AVFAudio builds on AudioToolbox and re-exports it, as Apple's framework does. Here so far:
+// AVAudioFormat, AVAudioChannelLayout, AVAudioPCMBuffer, AVAudioCompressedBuffer, AVAudioFile and
+// the settings keys. The session, the player and the recorder are not here yet (REMAINING.md).
 @_exported public import AudioToolbox

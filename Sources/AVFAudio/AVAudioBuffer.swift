@@ -1,0 +1,111 @@
+public import Foundation
+
+/// A buffer of audio in some format, over an `AudioBufferList` it owns.
+open class AVAudioBuffer: NSObject, @unchecked Sendable {
+    public let format: AVAudioFormat
+    let list: UnsafeMutableAudioBufferListPointer
+    let storage: UnsafeMutableRawPointer
+
+    init(format: AVAudioFormat, buffers: Int, bytesPerBuffer: Int) {
+        self.format = format
+        list = AudioBufferList.allocate(maximumBuffers: max(buffers, 1))
+        storage = .allocate(byteCount: max(bytesPerBuffer * buffers, 1), alignment: 16)
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: max(bytesPerBuffer * buffers, 1))
+        let channelsPerBuffer = format.isInterleaved ? format.channelCount : 1
+        for i in 0..<max(buffers, 1) {
+            list[i] = AudioBuffer(mNumberChannels: channelsPerBuffer, mDataByteSize: 0, mData: storage + i * bytesPerBuffer)
+        }
+        super.init()
+    }
+
+    deinit {
+        storage.deallocate()
+        list.unsafeMutablePointer.deallocate()
+    }
+
+    public var audioBufferList: UnsafePointer<AudioBufferList> { list.unsafePointer }
+    public var mutableAudioBufferList: UnsafeMutablePointer<AudioBufferList> { list.unsafeMutablePointer }
+}
+
+/// Linear PCM audio: `frameLength` valid frames out of `frameCapacity`, one buffer per channel
+/// (deinterleaved) or one for all (interleaved).
+open class AVAudioPCMBuffer: AVAudioBuffer, @unchecked Sendable {
+    public let frameCapacity: AVAudioFrameCount
+    private let channelPointers: UnsafeMutablePointer<UnsafeMutableRawPointer>
+
+    /// `nil` when the format is not linear PCM or the capacity is zero.
+    public init?(pcmFormat format: AVAudioFormat, frameCapacity: AVAudioFrameCount) {
+        let d = format.streamDescription.pointee
+        guard d.mFormatID == kAudioFormatLinearPCM, frameCapacity > 0, d.mBytesPerFrame > 0 else { return nil }
+        self.frameCapacity = frameCapacity
+        let buffers = format.isInterleaved ? 1 : Int(format.channelCount)
+        channelPointers = .allocate(capacity: Int(format.channelCount))
+        super.init(format: format, buffers: buffers, bytesPerBuffer: Int(frameCapacity) * Int(d.mBytesPerFrame))
+        let sampleBytes = Int(d.mBitsPerChannel + 7) / 8
+        for c in 0..<Int(format.channelCount) {
+            channelPointers[c] = format.isInterleaved ? list[0].mData! + c * sampleBytes : list[c].mData!
+        }
+    }
+
+    /// Frames that hold audio; setting it beyond the capacity is clamped. The buffers' byte sizes follow.
+    public var frameLength: AVAudioFrameCount = 0 {
+        didSet {
+            if frameLength > frameCapacity { frameLength = frameCapacity }
+            let size = UInt32(frameLength) * format.streamDescription.pointee.mBytesPerFrame
+            for i in 0..<list.count { list[i].mDataByteSize = size }
+        }
+    }
+
+    /// Samples between a channel's consecutive frames: the channel count when interleaved, else 1.
+    public var stride: Int { format.isInterleaved ? Int(format.channelCount) : 1 }
+
+    public var floatChannelData: UnsafePointer<UnsafeMutablePointer<Float>>? {
+        format.commonFormat == .pcmFormatFloat32 ? typed(Float.self) : nil
+    }
+
+    public var int16ChannelData: UnsafePointer<UnsafeMutablePointer<Int16>>? {
+        format.commonFormat == .pcmFormatInt16 ? typed(Int16.self) : nil
+    }
+
+    public var int32ChannelData: UnsafePointer<UnsafeMutablePointer<Int32>>? {
+        format.commonFormat == .pcmFormatInt32 ? typed(Int32.self) : nil
+    }
+
+    private func typed<T>(_: T.Type) -> UnsafePointer<UnsafeMutablePointer<T>> {
+        // Every pointer has the same layout; the table is only read through the returned type.
+        UnsafeRawPointer(channelPointers).assumingMemoryBound(to: UnsafeMutablePointer<T>.self)
+    }
+
+    deinit { channelPointers.deallocate() }
+}
+
+/// Packets of a compressed format, with their descriptions when packets vary in size.
+open class AVAudioCompressedBuffer: AVAudioBuffer, @unchecked Sendable {
+    public let packetCapacity: AVAudioPacketCount
+    public let maximumPacketSize: Int
+    public let packetDescriptions: UnsafeMutablePointer<AudioStreamPacketDescription>?
+    public var packetCount: AVAudioPacketCount = 0
+    public var byteLength: UInt32 {
+        get { list[0].mDataByteSize }
+        set { list[0].mDataByteSize = min(newValue, byteCapacity) }
+    }
+    public var byteCapacity: UInt32 { UInt32(packetCapacity) * UInt32(maximumPacketSize) }
+    public var data: UnsafeMutableRawPointer { list[0].mData! }
+
+    public init(format: AVAudioFormat, packetCapacity: AVAudioPacketCount, maximumPacketSize: Int) {
+        self.packetCapacity = packetCapacity
+        self.maximumPacketSize = maximumPacketSize
+        let variable = format.streamDescription.pointee.mBytesPerPacket == 0 || format.streamDescription.pointee.mFramesPerPacket == 0
+        packetDescriptions = variable ? .allocate(capacity: Int(max(packetCapacity, 1))) : nil
+        packetDescriptions?.initialize(repeating: AudioStreamPacketDescription(), count: Int(max(packetCapacity, 1)))
+        super.init(format: format, buffers: 1, bytesPerBuffer: Int(packetCapacity) * maximumPacketSize)
+    }
+
+    /// For constant-size packets (IMA4, µ-law): the packet size comes from the format.
+    public convenience init(format: AVAudioFormat, packetCapacity: AVAudioPacketCount) {
+        let size = Int(format.streamDescription.pointee.mBytesPerPacket)
+        self.init(format: format, packetCapacity: packetCapacity, maximumPacketSize: size > 0 ? size : 768 * Int(format.channelCount))
+    }
+
+    deinit { packetDescriptions?.deallocate() }
+}
