@@ -59,7 +59,7 @@ open class AVAudioFile: NSObject, @unchecked Sendable {
         let type: AudioFileTypeID
         if let t = settingsNumber(settings[AVAudioFileTypeKey]) {
             type = AudioFileTypeID(t)
-        } else if let t = Self.type(forExtension: fileURL.pathExtension) {
+        } else if let t = AudioFileTypeForExtension(fileURL.pathExtension) {
             type = t
         } else {
             throw statusError(kAudioFileUnsupportedFileTypeError, "cannot tell the file type of \(fileURL.lastPathComponent); set AVAudioFileTypeKey")
@@ -106,21 +106,6 @@ open class AVAudioFile: NSObject, @unchecked Sendable {
         bytes.initializeMemory(as: UInt8.self, repeating: 0, count: Int(max(size, UInt32(MemoryLayout<AudioChannelLayout>.size))))
         guard ExtAudioFileGetProperty(ref, kExtAudioFileProperty_FileChannelLayout, &size, bytes) == noErr else { return nil }
         return AVAudioChannelLayout(layout: bytes.assumingMemoryBound(to: AudioChannelLayout.self))
-    }
-
-    private static func type(forExtension ext: String) -> AudioFileTypeID? {
-        switch ext.lowercased() {
-        case "caf": kAudioFileCAFType
-        case "wav", "wave": kAudioFileWAVEType
-        case "aif", "aiff": kAudioFileAIFFType
-        case "aifc": kAudioFileAIFCType
-        case "m4a": kAudioFileM4AType
-        case "mp4": kAudioFileMPEG4Type
-        case "aac", "adts": kAudioFileAAC_ADTSType
-        case "flac": kAudioFileFLACType
-        case "mp3": kAudioFileMP3Type
-        default: nil
-        }
     }
 
     private func setClientFormat() throws {

@@ -15,7 +15,7 @@ package struct AudioQueueDiagnostics: Sendable {
 }
 
 package func AudioQueueGetDiagnostics(_ inAQ: AudioQueueRef) -> AudioQueueDiagnostics? {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return nil }
+    guard let queue = liveQueues.lookup(inAQ) else { return nil }
     queue.lock.lock()
     let stream = queue.stream
     queue.lock.unlock()

@@ -9,7 +9,7 @@
 public func AudioQueueSetOfflineRenderFormat(
     _ inAQ: AudioQueueRef, _ inFormat: UnsafePointer<AudioStreamBasicDescription>?, _ inLayout: UnsafePointer<AudioChannelLayout>?
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     return queue.setOfflineRenderFormat(inFormat?.pointee)
 }
 
@@ -21,6 +21,6 @@ public func AudioQueueSetOfflineRenderFormat(
 public func AudioQueueOfflineRender(
     _ inAQ: AudioQueueRef, _ inTimestamp: UnsafePointer<AudioTimeStamp>, _ ioBuffer: AudioQueueBufferRef, _ inNumberFrames: UInt32
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     return queue.offlineRender(into: ioBuffer, frames: Int(inNumberFrames))
 }

@@ -9,7 +9,7 @@ import Foundation
 public func AudioQueueGetParameter(
     _ inAQ: AudioQueueRef, _ inParamID: AudioQueueParameterID, _ outValue: UnsafeMutablePointer<AudioQueueParameterValue>
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     queue.lock.lock()
     defer { queue.lock.unlock() }
     switch inParamID {
@@ -29,7 +29,7 @@ public func AudioQueueGetParameter(
 public func AudioQueueSetParameter(
     _ inAQ: AudioQueueRef, _ inParamID: AudioQueueParameterID, _ inValue: AudioQueueParameterValue
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     guard inValue.isFinite else { return kAudio_ParamError }
     queue.lock.lock()
     defer { queue.lock.unlock() }
@@ -76,7 +76,7 @@ private func propertySize(_ queue: AudioQueueObject, _ id: AudioQueuePropertyID)
 public func AudioQueueGetPropertySize(
     _ inAQ: AudioQueueRef, _ inID: AudioQueuePropertyID, _ outDataSize: UnsafeMutablePointer<UInt32>
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     guard let size = propertySize(queue, inID) else { return kAudioQueueErr_InvalidProperty }
     outDataSize.pointee = UInt32(size)
     return noErr
@@ -100,7 +100,7 @@ public func AudioQueueGetProperty(
     _ inAQ: AudioQueueRef, _ inID: AudioQueuePropertyID, _ outData: UnsafeMutableRawPointer,
     _ ioDataSize: UnsafeMutablePointer<UInt32>
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     guard let size = propertySize(queue, inID) else { return kAudioQueueErr_InvalidProperty }
     let room = Int(ioDataSize.pointee)
     let isMeter = inID == kAudioQueueProperty_CurrentLevelMeter || inID == kAudioQueueProperty_CurrentLevelMeterDB
@@ -188,7 +188,7 @@ private func currentDevice(_ queue: AudioQueueObject) -> HALDeviceInfo? {
 public func AudioQueueSetProperty(
     _ inAQ: AudioQueueRef, _ inID: AudioQueuePropertyID, _ inData: UnsafeRawPointer, _ inDataSize: UInt32
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     if inID == kAudioQueueProperty_MagicCookie {
         guard let codec = queue.codec, codec.isOutput else { return kAudioQueueErr_InvalidProperty }
         queue.lock.lock()
@@ -224,7 +224,7 @@ public func AudioQueueAddPropertyListener(
     _ inAQ: AudioQueueRef, _ inID: AudioQueuePropertyID, _ inProc: AudioQueuePropertyListenerProc,
     _ inUserData: UnsafeMutableRawPointer?
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     guard propertySize(queue, inID) != nil else { return kAudioQueueErr_InvalidProperty }
     queue.lock.lock()
     queue.listeners.append((inID, inProc, inUserData))
@@ -238,7 +238,7 @@ public func AudioQueueRemovePropertyListener(
     _ inAQ: AudioQueueRef, _ inID: AudioQueuePropertyID, _ inProc: AudioQueuePropertyListenerProc,
     _ inUserData: UnsafeMutableRawPointer?
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     queue.lock.lock()
     defer { queue.lock.unlock() }
     let procAddress = unsafeBitCast(inProc, to: UnsafeRawPointer.self)

@@ -22,7 +22,7 @@ private func key(_ ref: AudioQueueTimelineRef) -> UInt { UInt(bitPattern: Int(bi
 /// (an underrun, a reset, a stop) through.
 @discardableResult
 public func AudioQueueCreateTimeline(_ inAQ: AudioQueueRef, _ outTimeline: UnsafeMutablePointer<AudioQueueTimelineRef?>) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     let timeline = AudioQueueTimeline(queue: queue)
     let ref = OpaquePointer(Unmanaged.passUnretained(timeline).toOpaque())
     timelines.withLock { $0[key(ref)] = timeline }
@@ -33,7 +33,7 @@ public func AudioQueueCreateTimeline(_ inAQ: AudioQueueRef, _ outTimeline: Unsaf
 /// Disposes of a timeline object.
 @discardableResult
 public func AudioQueueDisposeTimeline(_ inAQ: AudioQueueRef, _ inTimeline: AudioQueueTimelineRef) -> OSStatus {
-    guard AudioQueueRegistry.lookup(inAQ) != nil else { return kAudio_ParamError }
+    guard liveQueues.lookup(inAQ) != nil else { return kAudio_ParamError }
     let removed = timelines.withLock { $0.removeValue(forKey: key(inTimeline)) }
     return removed == nil ? kAudio_ParamError : noErr
 }
@@ -46,7 +46,7 @@ public func AudioQueueGetCurrentTime(
     _ inAQ: AudioQueueRef, _ inTimeline: AudioQueueTimelineRef?, _ outTimeStamp: UnsafeMutablePointer<AudioTimeStamp>?,
     _ outTimelineDiscontinuity: UnsafeMutablePointer<DarwinBoolean>?
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     guard let sample = queue.currentSampleTime() else { return kAudioQueueErr_InvalidRunState }
     if let inTimeline {
         guard let timeline = timelines.withLock({ $0[key(inTimeline)] }), timeline.queue === queue else { return kAudio_ParamError }
@@ -70,7 +70,7 @@ public func AudioQueueGetCurrentTime(
 /// (``AudioQueuePrime(_:_:_:)`` or ``AudioQueueStart(_:_:)``) only the host time is valid.
 @discardableResult
 public func AudioQueueDeviceGetCurrentTime(_ inAQ: AudioQueueRef, _ outTimeStamp: UnsafeMutablePointer<AudioTimeStamp>) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     queue.lock.lock()
     let stream = queue.stream
     queue.lock.unlock()

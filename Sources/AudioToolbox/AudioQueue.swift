@@ -45,7 +45,7 @@ private func makeQueue(
         return error.status
     case .success(let (asbd, pcm, codec)):
         let queue = AudioQueueObject(format: asbd, pcm: pcm, codec: codec, isOutput: isOutput, callback: callback, target: target)
-        AudioQueueRegistry.add(queue)
+        liveQueues.add(queue)
         outAQ.pointee = queue.ref
         return noErr
     }
@@ -103,7 +103,7 @@ public func AudioQueueNewInputWithDispatchQueue(
 /// what is enqueued.
 @discardableResult
 public func AudioQueueDispose(_ inAQ: AudioQueueRef, _ inImmediate: Bool) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     return queue.dispose(immediate: inImmediate)
 }
 
@@ -121,7 +121,7 @@ public func AudioQueueAllocateBufferWithPacketDescriptions(
     _ inAQ: AudioQueueRef, _ inBufferByteSize: UInt32, _ inNumberPacketDescriptions: UInt32,
     _ outBuffer: UnsafeMutablePointer<AudioQueueBufferRef?>
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     switch queue.allocateBuffer(byteSize: inBufferByteSize, packetDescriptions: inNumberPacketDescriptions) {
     case .success(let buffer):
         outBuffer.pointee = buffer
@@ -135,7 +135,7 @@ public func AudioQueueAllocateBufferWithPacketDescriptions(
 /// Frees a buffer that is not enqueued.
 @discardableResult
 public func AudioQueueFreeBuffer(_ inAQ: AudioQueueRef, _ inBuffer: AudioQueueBufferRef) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     return queue.freeBuffer(inBuffer)
 }
 
@@ -148,7 +148,7 @@ public func AudioQueueEnqueueBuffer(
     _ inAQ: AudioQueueRef, _ inBuffer: AudioQueueBufferRef, _ inNumPacketDescs: UInt32,
     _ inPacketDescs: UnsafePointer<AudioStreamPacketDescription>?
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     var options = AudioQueueObject.EnqueueOptions()
     options.packetDescriptions = packetDescriptions(inBuffer, inNumPacketDescs, inPacketDescs)
     switch queue.enqueue(inBuffer, options) {
@@ -182,7 +182,7 @@ public func AudioQueueEnqueueBufferWithParameters(
     _ inTrimFramesAtEnd: UInt32, _ inNumParamValues: UInt32, _ inParamValues: UnsafePointer<AudioQueueParameterEvent>?,
     _ inStartTime: UnsafePointer<AudioTimeStamp>?, _ outActualStartTime: UnsafeMutablePointer<AudioTimeStamp>?
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     if inNumParamValues > 0 && inParamValues == nil { return kAudio_ParamError }
     var options = AudioQueueObject.EnqueueOptions()
     options.trimStart = inTrimFramesAtStart
@@ -202,7 +202,7 @@ public func AudioQueueEnqueueBufferWithParameters(
 /// the device's timeline).
 @discardableResult
 public func AudioQueueStart(_ inAQ: AudioQueueRef, _ inStartTime: UnsafePointer<AudioTimeStamp>?) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     return queue.start(at: inStartTime?.pointee)
 }
 
@@ -212,7 +212,7 @@ public func AudioQueueStart(_ inAQ: AudioQueueRef, _ inStartTime: UnsafePointer<
 public func AudioQueuePrime(
     _ inAQ: AudioQueueRef, _ inNumberOfFramesToPrepare: UInt32, _ outNumberOfFramesPrepared: UnsafeMutablePointer<UInt32>?
 ) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     switch queue.prime(frames: inNumberOfFramesToPrepare) {
     case .success(let frames):
         outNumberOfFramesPrepared?.pointee = frames
@@ -226,7 +226,7 @@ public func AudioQueuePrime(
 /// everything enqueued; `kAudioQueueProperty_IsRunning` turns 0 then.
 @discardableResult
 public func AudioQueueStop(_ inAQ: AudioQueueRef, _ inImmediate: Bool) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     return queue.stop(immediate: inImmediate)
 }
 
@@ -237,7 +237,7 @@ public func AudioQueueStop(_ inAQ: AudioQueueRef, _ inImmediate: Bool) -> OSStat
 /// stream is not corked, because the server would then rewind and replay or drop a little audio.
 @discardableResult
 public func AudioQueuePause(_ inAQ: AudioQueueRef) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     return queue.pause()
 }
 
@@ -245,13 +245,13 @@ public func AudioQueuePause(_ inAQ: AudioQueueRef) -> OSStatus {
 /// nothing is held back and this returns at once.
 @discardableResult
 public func AudioQueueFlush(_ inAQ: AudioQueueRef) -> OSStatus {
-    guard AudioQueueRegistry.lookup(inAQ) != nil else { return kAudio_ParamError }
+    guard liveQueues.lookup(inAQ) != nil else { return kAudio_ParamError }
     return noErr
 }
 
 /// Drops everything queued (returning each buffer through the callback) without stopping.
 @discardableResult
 public func AudioQueueReset(_ inAQ: AudioQueueRef) -> OSStatus {
-    guard let queue = AudioQueueRegistry.lookup(inAQ) else { return kAudio_ParamError }
+    guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     return queue.reset()
 }

@@ -22,11 +22,11 @@ final class AudioQueueCodec {
             mBitsPerChannel: 32, mReserved: 0)
     }
 
-    init(format: AudioStreamBasicDescription, isOutput: Bool) throws(ConverterFailure) {
+    init(format: AudioStreamBasicDescription, isOutput: Bool) throws(AudioFailure) {
         self.isOutput = isOutput
         let completed = try ConverterCore.complete(format, sampleRateFrom: nil)
         guard (1...8).contains(completed.mChannelsPerFrame) else {
-            throw ConverterFailure(kAudioFormatUnsupportedDataFormatError, "queues carry 1 … 8 channels")
+            throw AudioFailure(kAudioFormatUnsupportedDataFormatError, "queues carry 1 … 8 channels")
         }
         let pcm = Self.floatFormat(rate: completed.mSampleRate, channels: completed.mChannelsPerFrame)
         core = isOutput ? try ConverterCore(from: completed, to: pcm) : try ConverterCore(from: pcm, to: completed)

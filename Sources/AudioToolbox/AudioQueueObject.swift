@@ -623,7 +623,7 @@ final class AudioQueueObject: @unchecked Sendable {
         alive.store(false, ordering: .releasing)
         engine.wakeup.signal()
         if !isCallbackThread { threadDone.wait(timeout: 5) }
-        AudioQueueRegistry.remove(self)
+        _ = liveQueues.remove(ref)
         return noErr
     }
 

@@ -2,8 +2,6 @@ internal import AudioCodecs
 
 // AudioConverterGetProperty / GetPropertyInfo / SetProperty.
 
-private func bytes<T>(_ v: T) -> [UInt8] { withUnsafeBytes(of: v) { Array($0) } }
-
 private func propertyBytes(_ id: AudioConverterPropertyID, _ core: ConverterCore) -> [UInt8]? {
     switch id {
     case kAudioConverterCurrentInputStreamDescription: return bytes(core.source)
@@ -41,7 +39,7 @@ public func AudioConverterGetPropertyInfo(
     _ inAudioConverter: AudioConverterRef, _ inPropertyID: AudioConverterPropertyID, _ outSize: UnsafeMutablePointer<UInt32>?,
     _ outWritable: UnsafeMutablePointer<DarwinBoolean>?
 ) -> OSStatus {
-    guard let c = AudioConverterRegistry.lookup(inAudioConverter) else { return kAudio_ParamError }
+    guard let c = liveConverters.lookup(inAudioConverter) else { return kAudio_ParamError }
     guard let b = propertyBytes(inPropertyID, c.core) else { return kAudioConverterErr_PropertyNotSupported }
     outSize?.pointee = UInt32(b.count)
     let writable = [kAudioConverterSampleRateConverterQuality, kAudioConverterCodecQuality, kAudioConverterEncodeBitRate,
@@ -54,7 +52,7 @@ public func AudioConverterGetProperty(
     _ inAudioConverter: AudioConverterRef, _ inPropertyID: AudioConverterPropertyID, _ ioPropertyDataSize: UnsafeMutablePointer<UInt32>,
     _ outPropertyData: UnsafeMutableRawPointer
 ) -> OSStatus {
-    guard let c = AudioConverterRegistry.lookup(inAudioConverter) else { return kAudio_ParamError }
+    guard let c = liveConverters.lookup(inAudioConverter) else { return kAudio_ParamError }
     guard let b = propertyBytes(inPropertyID, c.core) else { return kAudioConverterErr_PropertyNotSupported }
     guard Int(ioPropertyDataSize.pointee) >= b.count else { return kAudioConverterErr_BadPropertySizeError }
     b.withUnsafeBytes { if !b.isEmpty { outPropertyData.copyMemory(from: $0.baseAddress!, byteCount: b.count) } }
@@ -68,7 +66,7 @@ public func AudioConverterSetProperty(
     _ inAudioConverter: AudioConverterRef, _ inPropertyID: AudioConverterPropertyID, _ inPropertyDataSize: UInt32,
     _ inPropertyData: UnsafeRawPointer
 ) -> OSStatus {
-    guard let c = AudioConverterRegistry.lookup(inAudioConverter) else { return kAudio_ParamError }
+    guard let c = liveConverters.lookup(inAudioConverter) else { return kAudio_ParamError }
     let core = c.core
     func u32() -> UInt32? { inPropertyDataSize >= 4 ? inPropertyData.loadUnaligned(as: UInt32.self) : nil }
     switch inPropertyID {

@@ -76,7 +76,7 @@ final class AudioConverterObject: @unchecked Sendable {
     var ref: AudioConverterRef { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
 
     /// Pulls input until `enough()` or the input ends or fails; returns the callback's error.
-    func pull(_ proc: AudioConverterComplexInputDataProc, _ userData: UnsafeMutableRawPointer?, want: Int, enough: () -> Bool) throws(ConverterFailure) -> OSStatus {
+    func pull(_ proc: AudioConverterComplexInputDataProc, _ userData: UnsafeMutableRawPointer?, want: Int, enough: () -> Bool) throws(AudioFailure) -> OSStatus {
         while !enough() && !core.inputEnded {
             let buffers = core.sourcePCM?.bufferCount ?? 1
             inputList.count = buffers
@@ -103,7 +103,7 @@ final class AudioConverterObject: @unchecked Sendable {
                     try core.pushPCM(inputList, frames: min(Int(packets), available))
                 } else {
                     guard let data = inputList[0].mData else {
-                        throw ConverterFailure(kAudioConverterErr_InvalidInputSize, "the input callback returned packets without data")
+                        throw AudioFailure(kAudioConverterErr_InvalidInputSize, "the input callback returned packets without data")
                     }
                     let total = Int(inputList[0].mDataByteSize)
                     for i in 0..<Int(packets) {
@@ -116,10 +116,10 @@ final class AudioConverterObject: @unchecked Sendable {
                             size = Int(core.source.mBytesPerPacket)
                             offset = i * size
                         } else {
-                            throw ConverterFailure(kAudioConverterErr_RequiresPacketDescriptionsError, "variable-size packets need descriptions")
+                            throw AudioFailure(kAudioConverterErr_RequiresPacketDescriptionsError, "variable-size packets need descriptions")
                         }
                         guard offset >= 0, size >= 0, offset + size <= total else {
-                            throw ConverterFailure(kAudioConverterErr_InvalidInputSize, "packet \(i) lies outside the input buffer")
+                            throw AudioFailure(kAudioConverterErr_InvalidInputSize, "packet \(i) lies outside the input buffer")
                         }
                         try core.pushPacket(UnsafeRawBufferPointer(start: data + offset, count: size))
                     }
@@ -132,13 +132,6 @@ final class AudioConverterObject: @unchecked Sendable {
     }
 }
 
-enum AudioConverterRegistry {
-    private static let live = Mutex<[UInt: AudioConverterObject]>([:])
-    private static func key(_ ref: AudioConverterRef) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(ref))) }
-    static func add(_ c: AudioConverterObject) { live.withLock { $0[key(c.ref)] = c } }
-    static func remove(_ ref: AudioConverterRef) -> AudioConverterObject? { live.withLock { $0.removeValue(forKey: key(ref)) } }
-    static func lookup(_ ref: AudioConverterRef) -> AudioConverterObject? { live.withLock { $0[key(ref)] } }
-}
 
 /// Creates a converter between any two formats this library decodes and encodes: linear PCM of
 /// any layout, rate and channel count, and the compressed formats of the codec catalog (AAC, ALAC,
@@ -151,7 +144,7 @@ public func AudioConverterNew(
 ) -> OSStatus {
     do {
         let converter = AudioConverterObject(try ConverterCore(from: inSourceFormat.pointee, to: inDestinationFormat.pointee))
-        AudioConverterRegistry.add(converter)
+        liveConverters.add(converter)
         outAudioConverter.pointee = converter.ref
         return noErr
     } catch {
@@ -162,13 +155,13 @@ public func AudioConverterNew(
 
 @discardableResult
 public func AudioConverterDispose(_ inAudioConverter: AudioConverterRef) -> OSStatus {
-    AudioConverterRegistry.remove(inAudioConverter) == nil ? kAudio_ParamError : noErr
+    liveConverters.remove(inAudioConverter) == nil ? kAudio_ParamError : noErr
 }
 
 /// Forgets buffered data and codec state, as after a seek.
 @discardableResult
 public func AudioConverterReset(_ inAudioConverter: AudioConverterRef) -> OSStatus {
-    guard let c = AudioConverterRegistry.lookup(inAudioConverter) else { return kAudio_ParamError }
+    guard let c = liveConverters.lookup(inAudioConverter) else { return kAudio_ParamError }
     c.core.reset()
     return noErr
 }
@@ -180,7 +173,7 @@ public func AudioConverterConvertBuffer(
     _ inAudioConverter: AudioConverterRef, _ inInputDataSize: UInt32, _ inInputData: UnsafeRawPointer,
     _ ioOutputDataSize: UnsafeMutablePointer<UInt32>, _ outOutputData: UnsafeMutableRawPointer
 ) -> OSStatus {
-    guard let c = AudioConverterRegistry.lookup(inAudioConverter) else { return kAudio_ParamError }
+    guard let c = liveConverters.lookup(inAudioConverter) else { return kAudio_ParamError }
     let core = c.core
     guard let src = core.sourcePCM, let dst = core.destinationPCM, !src.nonInterleaved, !dst.nonInterleaved,
         core.source.mSampleRate == core.destination.mSampleRate
@@ -208,7 +201,7 @@ public func AudioConverterFillComplexBuffer(
     _ inInputDataProcUserData: UnsafeMutableRawPointer?, _ ioOutputDataPacketSize: UnsafeMutablePointer<UInt32>,
     _ outOutputData: UnsafeMutablePointer<AudioBufferList>, _ outPacketDescription: UnsafeMutablePointer<AudioStreamPacketDescription>?
 ) -> OSStatus {
-    guard let c = AudioConverterRegistry.lookup(inAudioConverter) else { return kAudio_ParamError }
+    guard let c = liveConverters.lookup(inAudioConverter) else { return kAudio_ParamError }
     let core = c.core
     let wanted = Int(ioOutputDataPacketSize.pointee)
     let list = UnsafeMutableAudioBufferListPointer(outOutputData)

@@ -47,7 +47,7 @@ final class ConverterCore {
     /// Padding the encoder added to fill its last packet.
     private(set) var remainderFrames = 0
 
-    init(from source: AudioStreamBasicDescription, to destination: AudioStreamBasicDescription) throws(ConverterFailure) {
+    init(from source: AudioStreamBasicDescription, to destination: AudioStreamBasicDescription) throws(AudioFailure) {
         let src = try Self.complete(source, sampleRateFrom: nil)
         let dst = try Self.complete(destination, sampleRateFrom: src)
         self.source = src
@@ -55,22 +55,22 @@ final class ConverterCore {
         sourcePCM = src.mFormatID == kAudioFormatLinearPCM ? PCMBufferIO(src) : nil
         destinationPCM = dst.mFormatID == kAudioFormatLinearPCM ? PCMBufferIO(dst) : nil
         if src.mFormatID == kAudioFormatLinearPCM && sourcePCM == nil {
-            throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "the source linear PCM description is not supported: \(src.formatSummary)")
+            throw AudioFailure(kAudioConverterErr_FormatNotSupported, "the source linear PCM description is not supported: \(src.formatSummary)")
         }
         if dst.mFormatID == kAudioFormatLinearPCM && destinationPCM == nil {
-            throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "the destination linear PCM description is not supported: \(dst.formatSummary)")
+            throw AudioFailure(kAudioConverterErr_FormatNotSupported, "the destination linear PCM description is not supported: \(dst.formatSummary)")
         }
         if sourcePCM == nil {
             guard CodecCatalog.info(src.mFormatID)?.canDecode == true else {
-                throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "no decoder for '\(src.mFormatID.fourCharCodeString)'")
+                throw AudioFailure(kAudioConverterErr_FormatNotSupported, "no decoder for '\(src.mFormatID.fourCharCodeString)'")
             }
         }
         if destinationPCM == nil {
             guard CodecCatalog.info(dst.mFormatID)?.canEncode == true else {
-                throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "no encoder for '\(dst.mFormatID.fourCharCodeString)'")
+                throw AudioFailure(kAudioConverterErr_FormatNotSupported, "no encoder for '\(dst.mFormatID.fourCharCodeString)'")
             }
             if let rates = PacketEncoder.supportedSampleRates(dst.mFormatID), !rates.contains(Int(dst.mSampleRate)) {
-                throw ConverterFailure(
+                throw AudioFailure(
                     kAudioConverterErr_OutputSampleRateOutOfRange,
                     "'\(dst.mFormatID.fourCharCodeString)' cannot be encoded at \(Int(dst.mSampleRate)) Hz")
             }
@@ -84,16 +84,16 @@ final class ConverterCore {
 
     /// Fills what Apple's converters fill in a partial description: packet shape from the format,
     /// the source's rate and channel count where the destination leaves them 0.
-    static func complete(_ f: AudioStreamBasicDescription, sampleRateFrom other: AudioStreamBasicDescription?) throws(ConverterFailure) -> AudioStreamBasicDescription {
+    static func complete(_ f: AudioStreamBasicDescription, sampleRateFrom other: AudioStreamBasicDescription?) throws(AudioFailure) -> AudioStreamBasicDescription {
         var d = f
         if d.mSampleRate == 0, let other { d.mSampleRate = other.mSampleRate }
         if d.mChannelsPerFrame == 0, let other { d.mChannelsPerFrame = other.mChannelsPerFrame }
         guard d.mSampleRate > 0, d.mSampleRate.isFinite, d.mSampleRate <= 768_000 else {
-            throw ConverterFailure(other == nil ? kAudioConverterErr_InputSampleRateOutOfRange : kAudioConverterErr_OutputSampleRateOutOfRange,
+            throw AudioFailure(other == nil ? kAudioConverterErr_InputSampleRateOutOfRange : kAudioConverterErr_OutputSampleRateOutOfRange,
                                    "sample rate \(d.mSampleRate) is out of range")
         }
         guard d.mChannelsPerFrame >= 1, d.mChannelsPerFrame <= 64 else {
-            throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "\(d.mChannelsPerFrame) channels are not supported")
+            throw AudioFailure(kAudioConverterErr_FormatNotSupported, "\(d.mChannelsPerFrame) channels are not supported")
         }
         if d.mFormatID != kAudioFormatLinearPCM, let info = CodecCatalog.info(d.mFormatID) {
             if d.mFramesPerPacket == 0 { d.mFramesPerPacket = UInt32(info.framesPerPacket) }
@@ -118,7 +118,7 @@ final class ConverterCore {
     // MARK: Input
 
     /// Feeds `count` frames of source PCM from `list`.
-    func pushPCM(_ list: UnsafeMutableAudioBufferListPointer, frames count: Int) throws(ConverterFailure) {
+    func pushPCM(_ list: UnsafeMutableAudioBufferListPointer, frames count: Int) throws(AudioFailure) {
         guard let sourcePCM, count > 0 else { return }
         if passthrough {
             guard let data = list[0].mData else { return }
@@ -131,19 +131,19 @@ final class ConverterCore {
     }
 
     /// Feeds one packet of the compressed source.
-    func pushPacket(_ bytes: UnsafeRawBufferPointer) throws(ConverterFailure) {
+    func pushPacket(_ bytes: UnsafeRawBufferPointer) throws(AudioFailure) {
         let decoder = try openDecoder()
         scratch.removeAll(keepingCapacity: true)
         do {
             try decoder.decode(bytes, into: &scratch)
         } catch {
-            throw ConverterFailure(kAudioConverterErr_UnspecifiedError, "decoding failed: \(error)")
+            throw AudioFailure(kAudioConverterErr_UnspecifiedError, "decoding failed: \(error)")
         }
         try pushFloat(sourceRate: decoder.sampleRate)
     }
 
     /// The source has no more data: drains decoder, resampler and encoder.
-    func endInput() throws(ConverterFailure) {
+    func endInput() throws(AudioFailure) {
         guard !inputEnded else { return }
         inputEnded = true
         if let decoder {
@@ -161,12 +161,12 @@ final class ConverterCore {
             do {
                 remainderFrames = try encoder.finish { bytes, frames in self.queuePacket(bytes, frames: frames) }
             } catch {
-                throw ConverterFailure(kAudioConverterErr_UnspecifiedError, "encoding failed: \(error)")
+                throw AudioFailure(kAudioConverterErr_UnspecifiedError, "encoding failed: \(error)")
             }
         }
     }
 
-    private func pushFloat(sourceRate: Double) throws(ConverterFailure) {
+    private func pushFloat(sourceRate: Double) throws(AudioFailure) {
         guard !scratch.isEmpty else { return }
         let inChannels = Int(source.mChannelsPerFrame)
         let outChannels = Int(destination.mChannelsPerFrame)
@@ -178,7 +178,7 @@ final class ConverterCore {
                     resampler = try SampleRateConverter(
                         from: Int(sourceRate), to: Int(destination.mSampleRate), channels: outChannels, quality: sampleRateConverterQuality)
                 } catch {
-                    throw ConverterFailure(kAudioConverterErr_InputSampleRateOutOfRange, "\(error)")
+                    throw AudioFailure(kAudioConverterErr_InputSampleRateOutOfRange, "\(error)")
                 }
             }
         }
@@ -193,7 +193,7 @@ final class ConverterCore {
             do {
                 try channelMapped.withUnsafeBufferPointer { _ = try resampler.convert($0.baseAddress!, frames: count, into: &mapped) }
             } catch {
-                throw ConverterFailure(kAudioConverterErr_UnspecifiedError, "\(error)")
+                throw AudioFailure(kAudioConverterErr_UnspecifiedError, "\(error)")
             }
         } else {
             ChannelMapper.map(scratch, from: inChannels, to: outChannels, frames: count, into: &mapped)
@@ -201,7 +201,7 @@ final class ConverterCore {
         try deliver(mapped)
     }
 
-    private func deliver(_ samples: [Float]) throws(ConverterFailure) {
+    private func deliver(_ samples: [Float]) throws(AudioFailure) {
         guard !samples.isEmpty else { return }
         if destinationPCM != nil {
             frames.append(contentsOf: samples)
@@ -216,7 +216,7 @@ final class ConverterCore {
                 }
             }
         } catch {
-            throw ConverterFailure(kAudioConverterErr_UnspecifiedError, "encoding failed: \(error)")
+            throw AudioFailure(kAudioConverterErr_UnspecifiedError, "encoding failed: \(error)")
         }
     }
 
@@ -229,7 +229,7 @@ final class ConverterCore {
         availablePacketBytes += bytes.count
     }
 
-    private func openDecoder() throws(ConverterFailure) -> PacketDecoder {
+    private func openDecoder() throws(AudioFailure) -> PacketDecoder {
         if let decoder { return decoder }
         do {
             let d = try PacketDecoder(
@@ -238,11 +238,11 @@ final class ConverterCore {
             decoder = d
             return d
         } catch {
-            throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "\(error)")
+            throw AudioFailure(kAudioConverterErr_FormatNotSupported, "\(error)")
         }
     }
 
-    private func openEncoder() throws(ConverterFailure) -> PacketEncoder {
+    private func openEncoder() throws(AudioFailure) -> PacketEncoder {
         if let encoder { return encoder }
         let bits =
             [1: 16, 2: 20, 3: 24, 4: 32][destination.mFormatFlags]
@@ -255,7 +255,7 @@ final class ConverterCore {
             if destination.mFramesPerPacket == 0 && e.framesPerPacket > 0 { destination.mFramesPerPacket = UInt32(e.framesPerPacket) }
             return e
         } catch {
-            throw ConverterFailure(kAudioConverterErr_FormatNotSupported, "\(error)")
+            throw AudioFailure(kAudioConverterErr_FormatNotSupported, "\(error)")
         }
     }
 
@@ -367,12 +367,3 @@ final class ConverterCore {
     }
 }
 
-/// A converter failure: Apple's status and what was wrong.
-struct ConverterFailure: Error {
-    let status: OSStatus
-    let reason: String
-    init(_ status: OSStatus, _ reason: String) {
-        self.status = status
-        self.reason = reason
-    }
-}

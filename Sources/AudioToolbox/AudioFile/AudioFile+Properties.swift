@@ -3,13 +3,9 @@ internal import Foundation
 
 // AudioFileGetProperty / GetPropertyInfo / SetProperty and AudioFileGetGlobalInfo(Size).
 
-private func raw<T>(_ value: T) -> [UInt8] {
-    withUnsafeBytes(of: value) { Array($0) }
-}
-
-private func load<T>(_ type: T.Type, _ size: UInt32, _ data: UnsafeRawPointer) throws(AudioFileFailure) -> T {
+private func load<T>(_ type: T.Type, _ size: UInt32, _ data: UnsafeRawPointer) throws(AudioFailure) -> T {
     guard Int(size) >= MemoryLayout<T>.size else {
-        throw AudioFileFailure(kAudioFileBadPropertySizeError, "the property takes \(MemoryLayout<T>.size) bytes; \(size) given")
+        throw AudioFailure(kAudioFileBadPropertySizeError, "the property takes \(MemoryLayout<T>.size) bytes; \(size) given")
     }
     return data.loadUnaligned(as: T.self)
 }
@@ -21,53 +17,53 @@ private enum PropertyValue {
     case object(NSObject)
 }
 
-private func value(_ id: AudioFilePropertyID, of c: any AudioFileContainer) throws(AudioFileFailure) -> PropertyValue {
+private func value(_ id: AudioFilePropertyID, of c: any AudioFileContainer) throws(AudioFailure) -> PropertyValue {
     let f = c.format
     switch id {
-    case kAudioFilePropertyFileFormat: return .bytes(raw(c.fileType), writable: false)
-    case kAudioFilePropertyDataFormat: return .bytes(raw(f), writable: true)
-    case kAudioFilePropertyIsOptimized: return .bytes(raw(UInt32(1)), writable: false)
+    case kAudioFilePropertyFileFormat: return .bytes(bytes(c.fileType), writable: false)
+    case kAudioFilePropertyDataFormat: return .bytes(bytes(f), writable: true)
+    case kAudioFilePropertyIsOptimized: return .bytes(bytes(UInt32(1)), writable: false)
     case kAudioFilePropertyMagicCookieData:
-        guard !c.magicCookie.isEmpty else { throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "the file has no magic cookie") }
+        guard !c.magicCookie.isEmpty else { throw AudioFailure(kAudioFileUnsupportedPropertyError, "the file has no magic cookie") }
         return .bytes(c.magicCookie, writable: true)
-    case kAudioFilePropertyAudioDataByteCount: return .bytes(raw(UInt64(c.dataByteCount)), writable: false)
-    case kAudioFilePropertyAudioDataPacketCount: return .bytes(raw(UInt64(c.packetCount)), writable: false)
-    case kAudioFilePropertyMaximumPacketSize: return .bytes(raw(UInt32(c.maximumPacketSize)), writable: false)
+    case kAudioFilePropertyAudioDataByteCount: return .bytes(bytes(UInt64(c.dataByteCount)), writable: false)
+    case kAudioFilePropertyAudioDataPacketCount: return .bytes(bytes(UInt64(c.packetCount)), writable: false)
+    case kAudioFilePropertyMaximumPacketSize: return .bytes(bytes(UInt32(c.maximumPacketSize)), writable: false)
     case kAudioFilePropertyPacketSizeUpperBound:
         // AAC's largest possible packet is 6144 bits per channel.
         let bound =
             f.mBytesPerPacket > 0 ? Int(f.mBytesPerPacket)
             : f.mFormatID == kAudioFormatMPEG4AAC ? max(768 * Int(f.mChannelsPerFrame), c.maximumPacketSize) : c.maximumPacketSize
-        return .bytes(raw(UInt32(bound)), writable: false)
-    case kAudioFilePropertyDataOffset: return .bytes(raw(Int64(c.dataOffset)), writable: false)
+        return .bytes(bytes(UInt32(bound)), writable: false)
+    case kAudioFilePropertyDataOffset: return .bytes(bytes(Int64(c.dataOffset)), writable: false)
     case kAudioFilePropertyChannelLayout:
         if let layout = c.channelLayout { return .bytes(layout, writable: true) }
         let tag: AudioChannelLayoutTag
         switch f.mChannelsPerFrame {
         case 1: tag = kAudioChannelLayoutTag_Mono
         case 2: tag = kAudioChannelLayoutTag_Stereo
-        default: throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "the file has no channel layout")
+        default: throw AudioFailure(kAudioFileUnsupportedPropertyError, "the file has no channel layout")
         }
         var layout = AudioChannelLayout()
         layout.mChannelLayoutTag = tag
-        return .bytes(raw(layout), writable: true)
+        return .bytes(bytes(layout), writable: true)
     case kAudioFilePropertyPacketTableInfo:
-        guard let info = c.packetTableInfo else { throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "the file has no packet table") }
-        return .bytes(raw(info), writable: true)
+        guard let info = c.packetTableInfo else { throw AudioFailure(kAudioFileUnsupportedPropertyError, "the file has no packet table") }
+        return .bytes(bytes(info), writable: true)
     case kAudioFilePropertyEstimatedDuration:
         let frames =
             c.packetTableInfo.map { Double($0.mNumberValidFrames) }
             ?? Double(c.packetCount) * Double(f.mFramesPerPacket == 0 ? 1 : f.mFramesPerPacket)
-        return .bytes(raw(f.mSampleRate > 0 ? frames / f.mSampleRate : 0), writable: false)
-    case kAudioFilePropertyBitRate: return .bytes(raw(UInt32(clamping: c.bitRate)), writable: false)
+        return .bytes(bytes(f.mSampleRate > 0 ? frames / f.mSampleRate : 0), writable: false)
+    case kAudioFilePropertyBitRate: return .bytes(bytes(UInt32(clamping: c.bitRate)), writable: false)
     case kAudioFilePropertySourceBitDepth:
         let bits: Int32 =
             f.mFormatID == kAudioFormatLinearPCM ? Int32(f.mBitsPerChannel)
             : (f.mFormatID == kAudioFormatAppleLossless || f.mFormatID == kAudioFormatFLAC) ? ([1: 16, 2: 20, 3: 24, 4: 32][f.mFormatFlags] ?? 0) : 0
-        guard bits > 0 else { throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "the format has no source bit depth") }
-        return .bytes(raw(bits), writable: false)
-    case kAudioFilePropertyAudioTrackCount: return .bytes(raw(UInt32(1)), writable: false)
-    case kAudioFilePropertyDeferSizeUpdates: return .bytes(raw(UInt32(0)), writable: true)
+        guard bits > 0 else { throw AudioFailure(kAudioFileUnsupportedPropertyError, "the format has no source bit depth") }
+        return .bytes(bytes(bits), writable: false)
+    case kAudioFilePropertyAudioTrackCount: return .bytes(bytes(UInt32(1)), writable: false)
+    case kAudioFilePropertyDeferSizeUpdates: return .bytes(bytes(UInt32(0)), writable: true)
     case kAudioFilePropertyInfoDictionary:
         var info = c.info
         let seconds = (try? value(kAudioFilePropertyEstimatedDuration, of: c)).flatMap { v -> Double? in
@@ -79,7 +75,7 @@ private func value(_ id: AudioFilePropertyID, of c: any AudioFileContainer) thro
         for (k, v) in info { dict[NSString(string: k)] = NSString(string: v) }
         return .object(dict)
     default:
-        throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "property '\(id.fourCharCodeString)' is not supported")
+        throw AudioFailure(kAudioFileUnsupportedPropertyError, "property '\(id.fourCharCodeString)' is not supported")
     }
 }
 
@@ -87,7 +83,7 @@ public func AudioFileGetPropertyInfo(
     _ inAudioFile: AudioFileID, _ inPropertyID: AudioFilePropertyID, _ outDataSize: UnsafeMutablePointer<UInt32>?,
     _ isWritable: UnsafeMutablePointer<UInt32>?
 ) -> OSStatus {
-    fileCall(inAudioFile) { c throws(AudioFileFailure) in
+    fileCall(inAudioFile) { c throws(AudioFailure) in
         switch try value(inPropertyID, of: c) {
         case .bytes(let b, let writable):
             outDataSize?.pointee = UInt32(b.count)
@@ -106,17 +102,17 @@ public func AudioFileGetProperty(
     _ inAudioFile: AudioFileID, _ inPropertyID: AudioFilePropertyID, _ ioDataSize: UnsafeMutablePointer<UInt32>,
     _ outPropertyData: UnsafeMutableRawPointer
 ) -> OSStatus {
-    fileCall(inAudioFile) { c throws(AudioFileFailure) in
+    fileCall(inAudioFile) { c throws(AudioFailure) in
         switch try value(inPropertyID, of: c) {
         case .bytes(let b, _):
             guard Int(ioDataSize.pointee) >= b.count else {
-                throw AudioFileFailure(kAudioFileBadPropertySizeError, "the property needs \(b.count) bytes; \(ioDataSize.pointee) given")
+                throw AudioFailure(kAudioFileBadPropertySizeError, "the property needs \(b.count) bytes; \(ioDataSize.pointee) given")
             }
             b.withUnsafeBytes { outPropertyData.copyMemory(from: $0.baseAddress!, byteCount: b.count) }
             ioDataSize.pointee = UInt32(b.count)
         case .object(let object):
             guard Int(ioDataSize.pointee) >= MemoryLayout<UnsafeRawPointer>.size else {
-                throw AudioFileFailure(kAudioFileBadPropertySizeError, "the property is a reference")
+                throw AudioFailure(kAudioFileBadPropertySizeError, "the property is a reference")
             }
             outPropertyData.storeBytes(of: Unmanaged.passRetained(object).toOpaque(), as: UnsafeMutableRawPointer.self)
             ioDataSize.pointee = UInt32(MemoryLayout<UnsafeRawPointer>.size)
@@ -130,14 +126,14 @@ public func AudioFileGetProperty(
 public func AudioFileSetProperty(
     _ inAudioFile: AudioFileID, _ inPropertyID: AudioFilePropertyID, _ inDataSize: UInt32, _ inPropertyData: UnsafeRawPointer
 ) -> OSStatus {
-    fileCall(inAudioFile) { c throws(AudioFileFailure) in
+    fileCall(inAudioFile) { c throws(AudioFailure) in
         switch inPropertyID {
         case kAudioFilePropertyDataFormat:
             try c.setDataFormat(try load(AudioStreamBasicDescription.self, inDataSize, inPropertyData))
         case kAudioFilePropertyMagicCookieData:
             try c.setMagicCookie(Array(UnsafeRawBufferPointer(start: inPropertyData, count: Int(inDataSize))))
         case kAudioFilePropertyChannelLayout:
-            guard Int(inDataSize) >= 12 else { throw AudioFileFailure(kAudioFileBadPropertySizeError, "a channel layout takes at least 12 bytes") }
+            guard Int(inDataSize) >= 12 else { throw AudioFailure(kAudioFileBadPropertySizeError, "a channel layout takes at least 12 bytes") }
             try c.setChannelLayout(Array(UnsafeRawBufferPointer(start: inPropertyData, count: Int(inDataSize))))
         case kAudioFilePropertyPacketTableInfo:
             try c.setPacketTableInfo(try load(AudioFilePacketTableInfo.self, inDataSize, inPropertyData))
@@ -145,11 +141,11 @@ public func AudioFileSetProperty(
             _ = try load(UInt32.self, inDataSize, inPropertyData)
         case kAudioFilePropertyInfoDictionary:
             guard Int(inDataSize) >= MemoryLayout<UnsafeRawPointer>.size else {
-                throw AudioFileFailure(kAudioFileBadPropertySizeError, "the info dictionary is passed by reference")
+                throw AudioFailure(kAudioFileBadPropertySizeError, "the info dictionary is passed by reference")
             }
             let pointer = inPropertyData.loadUnaligned(as: UnsafeRawPointer.self)
             guard let dict = Unmanaged<AnyObject>.fromOpaque(pointer).takeUnretainedValue() as? NSDictionary else {
-                throw AudioFileFailure(kAudio_ParamError, "the info dictionary is not a dictionary")
+                throw AudioFailure(kAudio_ParamError, "the info dictionary is not a dictionary")
             }
             var info: [String: String] = [:]
             for (k, v) in dict {
@@ -159,42 +155,42 @@ public func AudioFileSetProperty(
         case kAudioFilePropertyFileFormat, kAudioFilePropertyAudioDataByteCount, kAudioFilePropertyAudioDataPacketCount,
             kAudioFilePropertyMaximumPacketSize, kAudioFilePropertyDataOffset, kAudioFilePropertyIsOptimized,
             kAudioFilePropertyEstimatedDuration, kAudioFilePropertyBitRate, kAudioFilePropertyPacketSizeUpperBound:
-            throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "property '\(inPropertyID.fourCharCodeString)' is read-only")
+            throw AudioFailure(kAudioFileUnsupportedPropertyError, "property '\(inPropertyID.fourCharCodeString)' is read-only")
         default:
-            throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "property '\(inPropertyID.fourCharCodeString)' is not supported")
+            throw AudioFailure(kAudioFileUnsupportedPropertyError, "property '\(inPropertyID.fourCharCodeString)' is not supported")
         }
     }
 }
 
-private func fileCall(_ id: AudioFileID, _ body: (any AudioFileContainer) throws(AudioFileFailure) -> Void) -> OSStatus {
-    guard let file = AudioFileRegistry.lookup(id) else { return kAudioFileNotOpenError }
+private func fileCall(_ id: AudioFileID, _ body: (any AudioFileContainer) throws(AudioFailure) -> Void) -> OSStatus {
+    guard let file = liveAudioFiles.lookup(id) else { return kAudioFileNotOpenError }
     return file.with(body)
 }
 
 // MARK: Global info
 
-private func globalInfo(_ id: AudioFilePropertyID, _ specifierSize: UInt32, _ specifier: UnsafeMutableRawPointer?) throws(AudioFileFailure) -> [UInt8] {
-    func list(_ ids: [UInt32]) -> [UInt8] { ids.flatMap { raw($0) } }
+private func globalInfo(_ id: AudioFilePropertyID, _ specifierSize: UInt32, _ specifier: UnsafeMutableRawPointer?) throws(AudioFailure) -> [UInt8] {
+    func list(_ ids: [UInt32]) -> [UInt8] { ids.flatMap { bytes($0) } }
     switch id {
     case kAudioFileGlobalInfo_ReadableTypes: return list(AudioFileObject.readableTypes)
     case kAudioFileGlobalInfo_WritableTypes: return list(AudioFileObject.writableTypes)
     case kAudioFileGlobalInfo_AvailableFormatIDs:
-        guard let specifier, specifierSize >= 4 else { throw AudioFileFailure(kAudioFileBadPropertySizeError, "the specifier is a file type") }
+        guard let specifier, specifierSize >= 4 else { throw AudioFailure(kAudioFileBadPropertySizeError, "the specifier is a file type") }
         let type = specifier.loadUnaligned(as: AudioFileTypeID.self)
         guard let formats = AudioFileObject.formats(for: type) else {
-            throw AudioFileFailure(kAudioFileUnsupportedFileTypeError, "'\(type.fourCharCodeString)' is not a writable type")
+            throw AudioFailure(kAudioFileUnsupportedFileTypeError, "'\(type.fourCharCodeString)' is not a writable type")
         }
         return list(formats)
     case kAudioFileGlobalInfo_AvailableStreamDescriptionsForFormat:
         guard let specifier, Int(specifierSize) >= MemoryLayout<AudioFileTypeAndFormatID>.size else {
-            throw AudioFileFailure(kAudioFileBadPropertySizeError, "the specifier is an AudioFileTypeAndFormatID")
+            throw AudioFailure(kAudioFileBadPropertySizeError, "the specifier is an AudioFileTypeAndFormatID")
         }
         let pair = specifier.loadUnaligned(as: AudioFileTypeAndFormatID.self)
         guard let formats = AudioFileObject.formats(for: pair.mFileType) else {
-            throw AudioFileFailure(kAudioFileUnsupportedFileTypeError, "'\(pair.mFileType.fourCharCodeString)' is not a writable type")
+            throw AudioFailure(kAudioFileUnsupportedFileTypeError, "'\(pair.mFileType.fourCharCodeString)' is not a writable type")
         }
         guard formats.contains(pair.mFormatID) else {
-            throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, "'\(pair.mFileType.fourCharCodeString)' cannot hold '\(pair.mFormatID.fourCharCodeString)'")
+            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "'\(pair.mFileType.fourCharCodeString)' cannot hold '\(pair.mFormatID.fourCharCodeString)'")
         }
         var descriptions: [AudioStreamBasicDescription] = []
         if pair.mFormatID == kAudioFormatLinearPCM {
@@ -223,9 +219,9 @@ private func globalInfo(_ id: AudioFilePropertyID, _ specifierSize: UInt32, _ sp
                     mFramesPerPacket: UInt32(CodecCatalog.info(pair.mFormatID)?.framesPerPacket ?? 0), mBytesPerFrame: 0,
                     mChannelsPerFrame: 0, mBitsPerChannel: 0, mReserved: 0))
         }
-        return descriptions.flatMap { raw($0) }
+        return descriptions.flatMap { bytes($0) }
     default:
-        throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "global property '\(id.fourCharCodeString)' is not supported")
+        throw AudioFailure(kAudioFileUnsupportedPropertyError, "global property '\(id.fourCharCodeString)' is not supported")
     }
 }
 

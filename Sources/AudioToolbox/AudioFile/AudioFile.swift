@@ -9,14 +9,19 @@ private let lastReason = Mutex<String>("")
 /// this says what was wrong), for command-line tools and test messages.
 package func AudioFileLastFailureReason() -> String { lastReason.withLock { $0 } }
 
-private func fail(_ failure: AudioFileFailure) -> OSStatus {
+/// The file type a name's extension stands for (`caf`, `wav`, `m4a`…), `nil` for none.
+package func AudioFileTypeForExtension(_ pathExtension: String) -> AudioFileTypeID? {
+    AudioFileObject.type(forExtension: pathExtension)
+}
+
+private func fail(_ failure: AudioFailure) -> OSStatus {
     lastReason.withLock { $0 = failure.reason }
     return failure.status
 }
 
-private func withFile(_ id: AudioFileID, _ body: (any AudioFileContainer) throws(AudioFileFailure) -> Void) -> OSStatus {
-    guard let file = AudioFileRegistry.lookup(id) else {
-        return fail(AudioFileFailure(kAudioFileNotOpenError, "the AudioFileID is not an open file"))
+private func withFile(_ id: AudioFileID, _ body: (any AudioFileContainer) throws(AudioFailure) -> Void) -> OSStatus {
+    guard let file = liveAudioFiles.lookup(id) else {
+        return fail(AudioFailure(kAudioFileNotOpenError, "the AudioFileID is not an open file"))
     }
     let status = file.with(body)
     if status != noErr { lastReason.withLock { $0 = file.lastReason } }
@@ -30,10 +35,10 @@ public func AudioFileOpenURL(
     _ inFileRef: CFURL, _ inPermissions: AudioFilePermissions, _ inFileTypeHint: AudioFileTypeID,
     _ outAudioFile: UnsafeMutablePointer<AudioFileID?>
 ) -> OSStatus {
-    guard inFileRef.isFileURL else { return fail(AudioFileFailure(kAudio_BadFilePathError, "\(inFileRef) is not a file URL")) }
+    guard inFileRef.isFileURL else { return fail(AudioFailure(kAudio_BadFilePathError, "\(inFileRef) is not a file URL")) }
     do {
         let file = try AudioFileObject.open(path: inFileRef.path, permissions: inPermissions, hint: inFileTypeHint)
-        AudioFileRegistry.add(file)
+        liveAudioFiles.add(file)
         outAudioFile.pointee = file.id
         return noErr
     } catch {
@@ -49,10 +54,10 @@ public func AudioFileCreateWithURL(
     _ inFileRef: CFURL, _ inFileType: AudioFileTypeID, _ inFormat: UnsafePointer<AudioStreamBasicDescription>,
     _ inFlags: AudioFileFlags, _ outAudioFile: UnsafeMutablePointer<AudioFileID?>
 ) -> OSStatus {
-    guard inFileRef.isFileURL else { return fail(AudioFileFailure(kAudio_BadFilePathError, "\(inFileRef) is not a file URL")) }
+    guard inFileRef.isFileURL else { return fail(AudioFailure(kAudio_BadFilePathError, "\(inFileRef) is not a file URL")) }
     do {
         let file = try AudioFileObject.create(path: inFileRef.path, type: inFileType, format: inFormat.pointee, flags: inFlags)
-        AudioFileRegistry.add(file)
+        liveAudioFiles.add(file)
         outAudioFile.pointee = file.id
         return noErr
     } catch {
@@ -64,10 +69,10 @@ public func AudioFileCreateWithURL(
 /// Finishes the file's headers and closes it; the ID is invalid afterwards.
 @discardableResult
 public func AudioFileClose(_ inAudioFile: AudioFileID) -> OSStatus {
-    guard let file = AudioFileRegistry.remove(inAudioFile) else {
-        return fail(AudioFileFailure(kAudioFileNotOpenError, "the AudioFileID is not an open file"))
+    guard let file = liveAudioFiles.remove(inAudioFile) else {
+        return fail(AudioFailure(kAudioFileNotOpenError, "the AudioFileID is not an open file"))
     }
-    let status = file.with { c throws(AudioFileFailure) in try c.close() }
+    let status = file.with { c throws(AudioFailure) in try c.close() }
     if status != noErr { lastReason.withLock { $0 = file.lastReason } }
     return status
 }
@@ -97,8 +102,8 @@ private func readPackets(
     _ descriptions: UnsafeMutablePointer<AudioStreamPacketDescription>?, _ start: Int64,
     _ ioNumPackets: UnsafeMutablePointer<UInt32>, _ outBuffer: UnsafeMutableRawPointer?
 ) -> OSStatus {
-    withFile(id) { c throws(AudioFileFailure) in
-        guard start >= 0 else { throw AudioFileFailure(kAudioFileInvalidPacketOffsetError, "packet \(start) is negative") }
+    withFile(id) { c throws(AudioFailure) in
+        guard start >= 0 else { throw AudioFailure(kAudioFileInvalidPacketOffsetError, "packet \(start) is negative") }
         let wanted = Int(min(Int64(ioNumPackets.pointee), max(c.packetCount - start, 0)))
         var count = 0
         var bytes = 0
@@ -111,7 +116,7 @@ private func readPackets(
             count += 1
         }
         if count == 0 && wanted > 0 {
-            throw AudioFileFailure(kAudio_ParamError, "\(capacity) bytes cannot hold packet \(start) (\(c.packetSize(start)?.bytes ?? 0) bytes)")
+            throw AudioFailure(kAudio_ParamError, "\(capacity) bytes cannot hold packet \(start) (\(c.packetSize(start)?.bytes ?? 0) bytes)")
         }
         if let outBuffer, count > 0 {
             bytes = try c.readPacketBytes(start: start, count: count, into: outBuffer)
@@ -128,7 +133,7 @@ public func AudioFileWritePackets(
     _ inPacketDescriptions: UnsafePointer<AudioStreamPacketDescription>?, _ inStartingPacket: Int64,
     _ ioNumPackets: UnsafeMutablePointer<UInt32>, _ inBuffer: UnsafeRawPointer
 ) -> OSStatus {
-    withFile(inAudioFile) { c throws(AudioFileFailure) in
+    withFile(inAudioFile) { c throws(AudioFailure) in
         let count = Int(ioNumPackets.pointee)
         try c.writePackets(
             start: inStartingPacket, count: count, bytes: UnsafeRawBufferPointer(start: inBuffer, count: Int(inNumBytes)),
@@ -141,11 +146,11 @@ public func AudioFileReadBytes(
     _ inAudioFile: AudioFileID, _ inUseCache: Bool, _ inStartingByte: Int64, _ ioNumBytes: UnsafeMutablePointer<UInt32>,
     _ outBuffer: UnsafeMutableRawPointer
 ) -> OSStatus {
-    withFile(inAudioFile) { c throws(AudioFileFailure) in
+    withFile(inAudioFile) { c throws(AudioFailure) in
         let n = try c.readBytes(start: inStartingByte, count: Int(ioNumBytes.pointee), into: outBuffer)
         ioNumBytes.pointee = UInt32(n)
         if n == 0 && inStartingByte >= c.dataByteCount {
-            throw AudioFileFailure(kAudioFileEndOfFileError, "byte \(inStartingByte) is at or past the end of the audio data")
+            throw AudioFailure(kAudioFileEndOfFileError, "byte \(inStartingByte) is at or past the end of the audio data")
         }
     }
 }
@@ -155,9 +160,9 @@ public func AudioFileWriteBytes(
     _ inAudioFile: AudioFileID, _ inUseCache: Bool, _ inStartingByte: Int64, _ ioNumBytes: UnsafeMutablePointer<UInt32>,
     _ inBuffer: UnsafeRawPointer
 ) -> OSStatus {
-    withFile(inAudioFile) { c throws(AudioFileFailure) in
+    withFile(inAudioFile) { c throws(AudioFailure) in
         guard !c.format.isVariablePacketSize else {
-            throw AudioFileFailure(kAudioFileOperationNotSupportedError, "variable-size packets are written with AudioFileWritePackets")
+            throw AudioFailure(kAudioFileOperationNotSupportedError, "variable-size packets are written with AudioFileWritePackets")
         }
         try c.writeBytes(start: inStartingByte, bytes: UnsafeRawBufferPointer(start: inBuffer, count: Int(ioNumBytes.pointee)))
     }

@@ -1,7 +1,7 @@
 import CoreAudioTypes
 
 /// One file type's reader/writer behind the AudioFile API. Implementations report failures as
-/// Apple's `kAudioFile*Error` codes through ``AudioFileFailure``.
+/// Apple's `kAudioFile*Error` codes through ``AudioFailure``.
 protocol AudioFileContainer: AnyObject {
     var fileType: AudioFileTypeID { get }
     var format: AudioStreamBasicDescription { get }
@@ -19,30 +19,21 @@ protocol AudioFileContainer: AnyObject {
     /// Size in bytes of packet `index` and its frame count (for VBR formats); `nil` when out of range.
     func packetSize(_ index: Int64) -> (bytes: Int, frames: Int)?
     /// Copies the bytes of `count` packets starting at `start` to `destination`; returns bytes copied.
-    func readPacketBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFileFailure) -> Int
+    func readPacketBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFailure) -> Int
     func writePackets(
         start: Int64, count: Int, bytes: UnsafeRawBufferPointer, descriptions: UnsafePointer<AudioStreamPacketDescription>?
-    ) throws(AudioFileFailure)
-    func readBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFileFailure) -> Int
-    func writeBytes(start: Int64, bytes: UnsafeRawBufferPointer) throws(AudioFileFailure)
-    func setMagicCookie(_ cookie: [UInt8]) throws(AudioFileFailure)
-    func setChannelLayout(_ layout: [UInt8]) throws(AudioFileFailure)
-    func setPacketTableInfo(_ info: AudioFilePacketTableInfo) throws(AudioFileFailure)
-    func setInfo(_ info: [String: String]) throws(AudioFileFailure)
-    func setDataFormat(_ format: AudioStreamBasicDescription) throws(AudioFileFailure)
+    ) throws(AudioFailure)
+    func readBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFailure) -> Int
+    func writeBytes(start: Int64, bytes: UnsafeRawBufferPointer) throws(AudioFailure)
+    func setMagicCookie(_ cookie: [UInt8]) throws(AudioFailure)
+    func setChannelLayout(_ layout: [UInt8]) throws(AudioFailure)
+    func setPacketTableInfo(_ info: AudioFilePacketTableInfo) throws(AudioFailure)
+    func setInfo(_ info: [String: String]) throws(AudioFailure)
+    func setDataFormat(_ format: AudioStreamBasicDescription) throws(AudioFailure)
     /// Finishes headers and closes. Called once.
-    func close() throws(AudioFileFailure)
+    func close() throws(AudioFailure)
 }
 
-/// An AudioFile failure: Apple's status and, for tools and logs, what was wrong.
-struct AudioFileFailure: Error {
-    let status: OSStatus
-    let reason: String
-    init(_ status: OSStatus, _ reason: String) {
-        self.status = status
-        self.reason = reason
-    }
-}
 
 extension AudioStreamBasicDescription {
     /// Bytes per packet when constant, else 0 (VBR).

@@ -21,7 +21,7 @@ final class AudioFileObject: @unchecked Sendable {
     var id: AudioFileID { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
 
     /// Runs `body` on the container under the lock; a failure becomes its status.
-    func with(_ body: (any AudioFileContainer) throws(AudioFileFailure) -> Void) -> OSStatus {
+    func with(_ body: (any AudioFileContainer) throws(AudioFailure) -> Void) -> OSStatus {
         lock.lock()
         defer { lock.unlock() }
         do {
@@ -35,7 +35,7 @@ final class AudioFileObject: @unchecked Sendable {
 
     // MARK: Opening and creating
 
-    static func open(path: String, permissions: AudioFilePermissions, hint: AudioFileTypeID) throws(AudioFileFailure) -> AudioFileObject {
+    static func open(path: String, permissions: AudioFilePermissions, hint: AudioFileTypeID) throws(AudioFailure) -> AudioFileObject {
         let flags = permissions == .readPermission ? O_RDONLY : O_RDWR
         let fd = Glibc.open(path, flags | O_CLOEXEC)
         guard fd >= 0 else { throw openFailure(path) }
@@ -44,7 +44,7 @@ final class AudioFileObject: @unchecked Sendable {
         var st = stat()
         if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
             Glibc.close(fd)
-            throw AudioFileFailure(kAudioFileUnsupportedFileTypeError, "\(path) is a directory")
+            throw AudioFailure(kAudioFileUnsupportedFileTypeError, "\(path) is a directory")
         }
         let kind: ChunkFile.Kind?
         if got == 12 {
@@ -73,17 +73,17 @@ final class AudioFileObject: @unchecked Sendable {
         Glibc.close(fd)
         if got < 4 {
             let named = hint != 0 || AudioFileObject.type(forExtension: (path as NSString).pathExtension) != nil
-            throw AudioFileFailure(
+            throw AudioFailure(
                 named ? kAudioFileInvalidFileError : kAudioFileUnsupportedFileTypeError,
                 "\(path) is too short (\(max(got, 0)) bytes) to be an audio file")
         }
         guard permissions == .readPermission else {
-            throw AudioFileFailure(kAudioFileOperationNotSupportedError, "\(path): this file type opens for reading only")
+            throw AudioFailure(kAudioFileOperationNotSupportedError, "\(path): this file type opens for reading only")
         }
         return AudioFileObject(try CodecFile(reading: path), permissions: permissions)
     }
 
-    static func create(path: String, type: AudioFileTypeID, format: AudioStreamBasicDescription, flags: AudioFileFlags) throws(AudioFileFailure) -> AudioFileObject {
+    static func create(path: String, type: AudioFileTypeID, format: AudioStreamBasicDescription, flags: AudioFileFlags) throws(AudioFailure) -> AudioFileObject {
         let kind: ChunkFile.Kind?
         switch type {
         case kAudioFileCAFType: kind = .caf
@@ -93,13 +93,13 @@ final class AudioFileObject: @unchecked Sendable {
         default: kind = nil
         }
         guard kind != nil || CodecFile.writable[type] != nil else {
-            throw AudioFileFailure(kAudioFileUnsupportedFileTypeError, "files of type '\(type.fourCharCodeString)' cannot be written")
+            throw AudioFailure(kAudioFileUnsupportedFileTypeError, "files of type '\(type.fourCharCodeString)' cannot be written")
         }
         // Check the format before touching the disk.
         if let kind { try ChunkFile.check(format, fits: kind) }
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | (flags.contains(.eraseFile) ? O_TRUNC : O_EXCL), 0o644)
         guard fd >= 0 else {
-            if errno == EEXIST { throw AudioFileFailure(kAudioFilePermissionsError, "\(path) exists; pass .eraseFile to replace it") }
+            if errno == EEXIST { throw AudioFailure(kAudioFilePermissionsError, "\(path) exists; pass .eraseFile to replace it") }
             throw openFailure(path)
         }
         if let kind {
@@ -120,14 +120,14 @@ final class AudioFileObject: @unchecked Sendable {
         }
     }
 
-    private static func openFailure(_ path: String) -> AudioFileFailure {
+    private static func openFailure(_ path: String) -> AudioFailure {
         let reason = "\(path): \(String(cString: strerror(errno)))"
         switch errno {
-        case ENOENT, ENOTDIR: return AudioFileFailure(kAudioFileFileNotFoundError, reason)
-        case EACCES, EPERM, EROFS: return AudioFileFailure(kAudioFilePermissionsError, reason)
-        case EISDIR: return AudioFileFailure(kAudioFileUnsupportedFileTypeError, reason)
-        case EMFILE, ENFILE: return AudioFileFailure(kAudio_TooManyFilesOpenError, reason)
-        default: return AudioFileFailure(kAudioFileUnspecifiedError, reason)
+        case ENOENT, ENOTDIR: return AudioFailure(kAudioFileFileNotFoundError, reason)
+        case EACCES, EPERM, EROFS: return AudioFailure(kAudioFilePermissionsError, reason)
+        case EISDIR: return AudioFailure(kAudioFileUnsupportedFileTypeError, reason)
+        case EMFILE, ENFILE: return AudioFailure(kAudio_TooManyFilesOpenError, reason)
+        default: return AudioFailure(kAudioFileUnspecifiedError, reason)
         }
     }
 
@@ -177,15 +177,3 @@ final class AudioFileObject: @unchecked Sendable {
     }
 }
 
-/// The files open in this process, so that a stale or foreign ``AudioFileID`` gets an error
-/// instead of a crash.
-enum AudioFileRegistry {
-    private static let live = Mutex<[UInt: AudioFileObject]>([:])
-    private static func key(_ id: AudioFileID) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(id))) }
-    static func add(_ file: AudioFileObject) { live.withLock { $0[key(file.id)] = file } }
-    static func remove(_ id: AudioFileID) -> AudioFileObject? { live.withLock { $0.removeValue(forKey: key(id)) } }
-    static func lookup(_ id: AudioFileID?) -> AudioFileObject? {
-        guard let id else { return nil }
-        return live.withLock { $0[key(id)] }
-    }
-}

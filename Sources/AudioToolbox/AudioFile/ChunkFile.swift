@@ -40,7 +40,7 @@ final class ChunkFile: AudioFileContainer {
     // MARK: Opening
 
     /// Parses the file open on `fd`.
-    init(kind: Kind, fd: Int32, writable: Bool) throws(AudioFileFailure) {
+    init(kind: Kind, fd: Int32, writable: Bool) throws(AudioFailure) {
         self.kind = kind
         self.fd = fd
         self.writable = writable
@@ -55,7 +55,7 @@ final class ChunkFile: AudioFileContainer {
     }
 
     /// A new, empty file of `kind` holding `format`, on `fd` (truncated).
-    init(creating kind: Kind, fd: Int32, format: AudioStreamBasicDescription) throws(AudioFileFailure) {
+    init(creating kind: Kind, fd: Int32, format: AudioStreamBasicDescription) throws(AudioFailure) {
         self.kind = kind
         self.fd = fd
         self.writable = true
@@ -76,14 +76,14 @@ final class ChunkFile: AudioFileContainer {
         return got == count ? buffer : nil
     }
 
-    private static func invalid(_ why: String) -> AudioFileFailure { AudioFileFailure(kAudioFileInvalidFileError, why) }
+    private static func invalid(_ why: String) -> AudioFailure { AudioFailure(kAudioFileInvalidFileError, why) }
     /// Metadata chunks larger than this are refused rather than read into memory.
     private static let metadataLimit: Int64 = 64 << 20
 
-    private func parseCAF(fileSize: Int64) throws(AudioFileFailure) {
+    private func parseCAF(fileSize: Int64) throws(AudioFailure) {
         guard let head = read(8, at: 0) else { throw Self.invalid("the file is shorter than a CAF header") }
         var r = ByteReader(head, at: 4)
-        guard r.be(UInt16.self) == 1 else { throw AudioFileFailure(kAudioFileUnsupportedFileTypeError, "CAF version is not 1") }
+        guard r.be(UInt16.self) == 1 else { throw AudioFailure(kAudioFileUnsupportedFileTypeError, "CAF version is not 1") }
         var offset: Int64 = 8
         var sawDesc = false
         var sawData = false
@@ -95,14 +95,14 @@ final class ChunkFile: AudioFileContainer {
             var size = hr.be(Int64.self)!
             let body = offset + 12
             if size == -1 {
-                guard type == fourCC("data") else { throw AudioFileFailure(kAudioFileInvalidChunkError, "a CAF chunk other than data has unknown size") }
+                guard type == fourCC("data") else { throw AudioFailure(kAudioFileInvalidChunkError, "a CAF chunk other than data has unknown size") }
                 size = fileSize - body
             }
-            guard size >= 0 else { throw AudioFileFailure(kAudioFileInvalidChunkError, "a CAF chunk has a negative size") }
+            guard size >= 0 else { throw AudioFailure(kAudioFileInvalidChunkError, "a CAF chunk has a negative size") }
             let available = min(size, fileSize - body)
-            func load() throws(AudioFileFailure) -> [UInt8] {
+            func load() throws(AudioFailure) -> [UInt8] {
                 guard size <= Self.metadataLimit, size == available, let bytes = read(Int(size), at: body) else {
-                    throw AudioFileFailure(kAudioFileInvalidChunkError, "CAF chunk '\(type.fourCharCodeString)' is larger than the file")
+                    throw AudioFailure(kAudioFileInvalidChunkError, "CAF chunk '\(type.fourCharCodeString)' is larger than the file")
                 }
                 return bytes
             }
@@ -130,7 +130,7 @@ final class ChunkFile: AudioFileContainer {
                 format = asbd
                 sawDesc = true
             case fourCC("data"):
-                guard size >= 4 else { throw AudioFileFailure(kAudioFileInvalidChunkError, "the CAF data chunk is shorter than its edit count") }
+                guard size >= 4 else { throw AudioFailure(kAudioFileInvalidChunkError, "the CAF data chunk is shorter than its edit count") }
                 dataChunkStart = body
                 dataOffset = body + 4
                 dataByteCount = max(available - 4, 0)
@@ -162,7 +162,7 @@ final class ChunkFile: AudioFileContainer {
             var p = ByteReader(paktBytes)
             guard let n = p.be(Int64.self), let valid = p.be(Int64.self), let priming = p.be(Int32.self), let remainder = p.be(Int32.self),
                 n >= 0
-            else { throw AudioFileFailure(kAudioFileInvalidChunkError, "the CAF packet table is short") }
+            else { throw AudioFailure(kAudioFileInvalidChunkError, "the CAF packet table is short") }
             packetTable = AudioFilePacketTableInfo(mNumberValidFrames: valid, mPrimingFrames: priming, mRemainderFrames: remainder)
             if isVBR {
                 var at: Int64 = 0
@@ -190,7 +190,7 @@ final class ChunkFile: AudioFileContainer {
         return nil
     }
 
-    private func parseWAVE(fileSize: Int64) throws(AudioFileFailure) {
+    private func parseWAVE(fileSize: Int64) throws(AudioFailure) {
         var offset: Int64 = 12
         var sawFormat = false
         var sawData = false
@@ -203,7 +203,7 @@ final class ChunkFile: AudioFileContainer {
             let available = min(size, fileSize - body)
             if type == fourCC("fmt ") {
                 guard size >= 16, size <= 4096, let bytes = read(Int(size), at: body) else {
-                    throw AudioFileFailure(kAudioFileInvalidChunkError, "the WAVE fmt chunk is malformed")
+                    throw AudioFailure(kAudioFileInvalidChunkError, "the WAVE fmt chunk is malformed")
                 }
                 format = try Self.waveFormat(bytes)
                 sawFormat = true
@@ -221,7 +221,7 @@ final class ChunkFile: AudioFileContainer {
         dataByteCount -= dataByteCount % Int64(max(format.mBytesPerPacket, 1))
     }
 
-    private static func waveFormat(_ bytes: [UInt8]) throws(AudioFileFailure) -> AudioStreamBasicDescription {
+    private static func waveFormat(_ bytes: [UInt8]) throws(AudioFailure) -> AudioStreamBasicDescription {
         var r = ByteReader(bytes)
         var tag = r.le(UInt16.self)!
         let channels = UInt32(r.le(UInt16.self)!)
@@ -231,7 +231,7 @@ final class ChunkFile: AudioFileContainer {
         var bits = UInt32(r.le(UInt16.self)!)
         if tag == 0xFFFE {
             guard let _ = r.le(UInt16.self), let valid = r.le(UInt16.self), let _ = r.le(UInt32.self), let sub = r.le(UInt16.self) else {
-                throw AudioFileFailure(kAudioFileInvalidChunkError, "the WAVE extensible fmt chunk is short")
+                throw AudioFailure(kAudioFileInvalidChunkError, "the WAVE extensible fmt chunk is short")
             }
             tag = sub
             if valid > 0 && UInt32(valid) <= bits { bits = UInt32(valid) }
@@ -250,14 +250,14 @@ final class ChunkFile: AudioFileContainer {
         case 6: asbd.mFormatID = kAudioFormatALaw
         case 7: asbd.mFormatID = kAudioFormatULaw
         default:
-            throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, String(format: "WAVE format tag 0x%04X is not supported", tag))
+            throw AudioFailure(kAudioFileUnsupportedDataFormatError, String(format: "WAVE format tag 0x%04X is not supported", tag))
         }
         if asbd.mFormatID != kAudioFormatLinearPCM { asbd.mBitsPerChannel = 8 }
         try validate(asbd)
         return asbd
     }
 
-    private func parseAIFF(fileSize: Int64) throws(AudioFileFailure) {
+    private func parseAIFF(fileSize: Int64) throws(AudioFailure) {
         var offset: Int64 = 12
         var sawCOMM = false
         var sawSSND = false
@@ -271,7 +271,7 @@ final class ChunkFile: AudioFileContainer {
             let available = min(size, fileSize - body)
             if type == fourCC("COMM") {
                 guard size >= 18, size <= 4096, let bytes = read(Int(size), at: body) else {
-                    throw AudioFileFailure(kAudioFileInvalidChunkError, "the AIFF COMM chunk is malformed")
+                    throw AudioFailure(kAudioFileInvalidChunkError, "the AIFF COMM chunk is malformed")
                 }
                 var r = ByteReader(bytes)
                 let channels = UInt32(r.be(UInt16.self)!)
@@ -283,7 +283,7 @@ final class ChunkFile: AudioFileContainer {
                 sawCOMM = true
             } else if type == fourCC("SSND") {
                 guard size >= 8, let bytes = read(8, at: body) else {
-                    throw AudioFileFailure(kAudioFileInvalidChunkError, "the AIFF SSND chunk is malformed")
+                    throw AudioFailure(kAudioFileInvalidChunkError, "the AIFF SSND chunk is malformed")
                 }
                 var r = ByteReader(bytes)
                 let skip = Int64(r.be(UInt32.self)!)
@@ -300,7 +300,7 @@ final class ChunkFile: AudioFileContainer {
         dataByteCount -= dataByteCount % Int64(max(format.mBytesPerPacket, 1))
     }
 
-    private static func aiffFormat(compression: UInt32, channels: UInt32, bits: UInt32, rate: Double) throws(AudioFileFailure) -> AudioStreamBasicDescription {
+    private static func aiffFormat(compression: UInt32, channels: UInt32, bits: UInt32, rate: Double) throws(AudioFailure) -> AudioStreamBasicDescription {
         guard channels > 0, channels <= 1024 else { throw invalid("the AIFF COMM chunk declares \(channels) channels") }
         let bytes = (bits + 7) / 8
         var asbd = AudioStreamBasicDescription(
@@ -332,32 +332,32 @@ final class ChunkFile: AudioFileContainer {
                 mSampleRate: rate, mFormatID: kAudioFormatAppleIMA4, mFormatFlags: 0, mBytesPerPacket: 34 * channels,
                 mFramesPerPacket: 64, mBytesPerFrame: 0, mChannelsPerFrame: channels, mBitsPerChannel: 0, mReserved: 0)
         default:
-            throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, "AIFC compression '\(compression.fourCharCodeString)' is not supported")
+            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "AIFC compression '\(compression.fourCharCodeString)' is not supported")
         }
         try validate(asbd)
         return asbd
     }
 
     /// Refuses descriptions no real file has: the limits keep arithmetic and allocations bounded.
-    private static func validate(_ asbd: AudioStreamBasicDescription) throws(AudioFileFailure) {
+    private static func validate(_ asbd: AudioStreamBasicDescription) throws(AudioFailure) {
         guard asbd.mSampleRate.isFinite, asbd.mSampleRate > 0, asbd.mSampleRate <= 10_000_000 else {
-            throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, "sample rate \(asbd.mSampleRate) is not valid")
+            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "sample rate \(asbd.mSampleRate) is not valid")
         }
         guard asbd.mChannelsPerFrame >= 1, asbd.mChannelsPerFrame <= 1024 else {
-            throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, "\(asbd.mChannelsPerFrame) channels is not valid")
+            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "\(asbd.mChannelsPerFrame) channels is not valid")
         }
         guard asbd.mBytesPerPacket <= 1 << 24, asbd.mFramesPerPacket <= 1 << 24 else {
-            throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, "packets of \(asbd.mBytesPerPacket) bytes / \(asbd.mFramesPerPacket) frames are not valid")
+            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "packets of \(asbd.mBytesPerPacket) bytes / \(asbd.mFramesPerPacket) frames are not valid")
         }
         if asbd.mFormatID == kAudioFormatLinearPCM {
             guard asbd.mBitsPerChannel >= 1, asbd.mBitsPerChannel <= 64, asbd.mBytesPerPacket > 0, asbd.mFramesPerPacket == 1 else {
-                throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, "the linear PCM description is not valid")
+                throw AudioFailure(kAudioFileUnsupportedDataFormatError, "the linear PCM description is not valid")
             }
         }
     }
 
     /// Whether `kind` can hold `format`, as Apple's file types allow.
-    static func check(_ f: AudioStreamBasicDescription, fits kind: Kind) throws(AudioFileFailure) {
+    static func check(_ f: AudioStreamBasicDescription, fits kind: Kind) throws(AudioFailure) {
         try validate(f)
         let pcm = f.mFormatID == kAudioFormatLinearPCM
         let float = f.mFormatFlags & kAudioFormatFlagIsFloat != 0
@@ -380,10 +380,10 @@ final class ChunkFile: AudioFileContainer {
                 : companded || f.mFormatID == kAudioFormatAppleIMA4
         }
         guard ok else {
-            throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, "\(Self.name(kind)) cannot hold \(f.formatSummary)")
+            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "\(Self.name(kind)) cannot hold \(f.formatSummary)")
         }
         if f.mFormatID == kAudioFormatAppleIMA4, f.mBytesPerPacket != 34 * f.mChannelsPerFrame || f.mFramesPerPacket != 64 {
-            throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, "IMA4 packets are 64 frames of 34 bytes per channel")
+            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "IMA4 packets are 64 frames of 34 bytes per channel")
         }
     }
 
@@ -425,7 +425,7 @@ final class ChunkFile: AudioFileContainer {
         return (Int(format.mBytesPerPacket), Int(format.mFramesPerPacket))
     }
 
-    func readPacketBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFileFailure) -> Int {
+    func readPacketBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFailure) -> Int {
         guard count > 0 else { return 0 }
         let from: Int64
         let length: Int
@@ -441,14 +441,14 @@ final class ChunkFile: AudioFileContainer {
         return try readBytes(start: from, count: length, into: destination)
     }
 
-    func readBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFileFailure) -> Int {
-        guard start >= 0 else { throw AudioFileFailure(kAudioFilePositionError, "negative byte position") }
+    func readBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFailure) -> Int {
+        guard start >= 0 else { throw AudioFailure(kAudioFilePositionError, "negative byte position") }
         let n = Int(max(min(Int64(count), dataByteCount - start), 0))
         var done = 0
         while done < n {
             let got = pread(fd, destination + done, n - done, off_t(dataOffset + start + Int64(done)))
             if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { throw AudioFileFailure(kAudioFileEndOfFileError, "the file ended inside its audio data") }
+            guard got > 0 else { throw AudioFailure(kAudioFileEndOfFileError, "the file ended inside its audio data") }
             done += got
         }
         return n
@@ -458,24 +458,24 @@ final class ChunkFile: AudioFileContainer {
 
     func writePackets(
         start: Int64, count: Int, bytes: UnsafeRawBufferPointer, descriptions: UnsafePointer<AudioStreamPacketDescription>?
-    ) throws(AudioFileFailure) {
-        guard writable else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+    ) throws(AudioFailure) {
+        guard writable else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
         guard start >= 0, start <= packetCount else {
-            throw AudioFileFailure(kAudioFileInvalidPacketOffsetError, "packet \(start) is past the end (\(packetCount) packets)")
+            throw AudioFailure(kAudioFileInvalidPacketOffsetError, "packet \(start) is past the end (\(packetCount) packets)")
         }
         if isVBR {
             guard let descriptions else {
-                throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, "variable-size packets need packet descriptions")
+                throw AudioFailure(kAudioFileUnsupportedDataFormatError, "variable-size packets need packet descriptions")
             }
             guard start == packetCount else {
-                throw AudioFileFailure(kAudioFileOperationNotSupportedError, "variable-size packets can only be appended")
+                throw AudioFailure(kAudioFileOperationNotSupportedError, "variable-size packets can only be appended")
             }
             var at = dataByteCount
             var entries: [(offset: Int64, size: Int32, frames: Int32)] = []
             for i in 0..<count {
                 let d = descriptions[i]
                 guard d.mStartOffset >= 0, Int(d.mStartOffset) + Int(d.mDataByteSize) <= bytes.count else {
-                    throw AudioFileFailure(kAudioFileInvalidPacketOffsetError, "packet description \(i) points outside the buffer")
+                    throw AudioFailure(kAudioFileInvalidPacketOffsetError, "packet description \(i) points outside the buffer")
                 }
                 let frames = format.mFramesPerPacket != 0 ? Int32(format.mFramesPerPacket) : Int32(d.mVariableFramesInPacket)
                 entries.append((at, Int32(d.mDataByteSize), frames))
@@ -486,21 +486,21 @@ final class ChunkFile: AudioFileContainer {
         } else {
             let n = count * Int(format.mBytesPerPacket)
             guard n <= bytes.count else {
-                throw AudioFileFailure(kAudio_ParamError, "\(count) packets need \(n) bytes; \(bytes.count) given")
+                throw AudioFailure(kAudio_ParamError, "\(count) packets need \(n) bytes; \(bytes.count) given")
             }
             try writeBytes(start: start * Int64(format.mBytesPerPacket), bytes: UnsafeRawBufferPointer(rebasing: bytes[0..<n]))
         }
     }
 
-    func writeBytes(start: Int64, bytes: UnsafeRawBufferPointer) throws(AudioFileFailure) {
-        guard writable else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for reading only") }
-        guard start >= 0, start <= dataByteCount else { throw AudioFileFailure(kAudioFilePositionError, "byte \(start) is past the end") }
+    func writeBytes(start: Int64, bytes: UnsafeRawBufferPointer) throws(AudioFailure) {
+        guard writable else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+        guard start >= 0, start <= dataByteCount else { throw AudioFailure(kAudioFilePositionError, "byte \(start) is past the end") }
         if !headerWritten { try writeHeader() }
         var done = 0
         while done < bytes.count {
             let got = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(dataOffset + start + Int64(done)))
             if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { throw AudioFileFailure(kAudioFileUnspecifiedError, "writing failed: \(String(cString: strerror(errno)))") }
+            guard got > 0 else { throw AudioFailure(kAudioFileUnspecifiedError, "writing failed: \(String(cString: strerror(errno)))") }
             done += got
         }
         let end = start + Int64(bytes.count)
@@ -510,45 +510,45 @@ final class ChunkFile: AudioFileContainer {
         }
     }
 
-    func setMagicCookie(_ cookie: [UInt8]) throws(AudioFileFailure) {
-        guard writable else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for reading only") }
-        guard kind == .caf else { throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "\(Self.name(kind)) files have no magic cookie") }
+    func setMagicCookie(_ cookie: [UInt8]) throws(AudioFailure) {
+        guard writable else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+        guard kind == .caf else { throw AudioFailure(kAudioFileUnsupportedPropertyError, "\(Self.name(kind)) files have no magic cookie") }
         magicCookie = cookie
         try headerChanged()
     }
 
-    func setChannelLayout(_ layout: [UInt8]) throws(AudioFileFailure) {
-        guard writable else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for reading only") }
-        guard kind == .caf else { throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "\(Self.name(kind)) files keep no channel layout here") }
+    func setChannelLayout(_ layout: [UInt8]) throws(AudioFailure) {
+        guard writable else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+        guard kind == .caf else { throw AudioFailure(kAudioFileUnsupportedPropertyError, "\(Self.name(kind)) files keep no channel layout here") }
         channelLayout = layout
         try headerChanged()
     }
 
-    func setPacketTableInfo(_ info: AudioFilePacketTableInfo) throws(AudioFileFailure) {
-        guard writable else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+    func setPacketTableInfo(_ info: AudioFilePacketTableInfo) throws(AudioFailure) {
+        guard writable else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
         guard kind == .caf, format.mFormatID != kAudioFormatLinearPCM else {
-            throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "only CAF files of compressed formats have a packet table")
+            throw AudioFailure(kAudioFileUnsupportedPropertyError, "only CAF files of compressed formats have a packet table")
         }
         packetTable = info
         if !isVBR { lateChunks = true }
     }
 
-    func setInfo(_ info: [String: String]) throws(AudioFileFailure) {
-        guard writable else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for reading only") }
-        guard kind == .caf else { throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "\(Self.name(kind)) files keep no info dictionary here") }
+    func setInfo(_ info: [String: String]) throws(AudioFailure) {
+        guard writable else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+        guard kind == .caf else { throw AudioFailure(kAudioFileUnsupportedPropertyError, "\(Self.name(kind)) files keep no info dictionary here") }
         self.info = info
         try headerChanged()
     }
 
-    func setDataFormat(_ format: AudioStreamBasicDescription) throws(AudioFileFailure) {
-        guard writable else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for reading only") }
-        guard dataByteCount == 0 else { throw AudioFileFailure(kAudioFileOperationNotSupportedError, "the data format cannot change once audio is written") }
+    func setDataFormat(_ format: AudioStreamBasicDescription) throws(AudioFailure) {
+        guard writable else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+        guard dataByteCount == 0 else { throw AudioFailure(kAudioFileOperationNotSupportedError, "the data format cannot change once audio is written") }
         try Self.check(format, fits: kind)
         self.format = format
         try writeHeader()
     }
 
-    private func headerChanged() throws(AudioFileFailure) {
+    private func headerChanged() throws(AudioFailure) {
         if dataByteCount == 0 {
             try writeHeader()
         } else {
@@ -557,7 +557,7 @@ final class ChunkFile: AudioFileContainer {
     }
 
     /// Writes everything up to the audio data. Only while no audio is written, so the data may move.
-    private func writeHeader() throws(AudioFileFailure) {
+    private func writeHeader() throws(AudioFailure) {
         var w = ByteWriter()
         switch kind {
         case .caf:
@@ -692,7 +692,7 @@ final class ChunkFile: AudioFileContainer {
 
     /// Keeps WAVE and AIFF sizes true after each write, so a file cut short by a crash says how
     /// much audio it holds. CAF's data size stays "unknown" until close.
-    private func updateSizes() throws(AudioFileFailure) {
+    private func updateSizes() throws(AudioFailure) {
         let end = dataOffset + dataByteCount
         switch kind {
         case .caf: return
@@ -717,7 +717,7 @@ final class ChunkFile: AudioFileContainer {
         }
     }
 
-    private func pwriteAll(_ bytes: [UInt8], at offset: Int64) throws(AudioFileFailure) {
+    private func pwriteAll(_ bytes: [UInt8], at offset: Int64) throws(AudioFailure) {
         let ok = bytes.withUnsafeBytes { b -> Bool in
             var done = 0
             while done < b.count {
@@ -728,10 +728,10 @@ final class ChunkFile: AudioFileContainer {
             }
             return true
         }
-        guard ok else { throw AudioFileFailure(kAudioFileUnspecifiedError, "writing failed: \(String(cString: strerror(errno)))") }
+        guard ok else { throw AudioFailure(kAudioFileUnspecifiedError, "writing failed: \(String(cString: strerror(errno)))") }
     }
 
-    func close() throws(AudioFileFailure) {
+    func close() throws(AudioFailure) {
         defer { Glibc.close(fd) }
         guard writable else { return }
         let end = dataOffset + dataByteCount

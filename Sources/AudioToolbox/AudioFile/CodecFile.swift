@@ -32,21 +32,21 @@ final class CodecFile: AudioFileContainer {
     }()
 
     /// Opens `path` for reading.
-    init(reading path: String) throws(AudioFileFailure) {
+    init(reading path: String) throws(AudioFailure) {
         self.path = path
         let reader: MediaReader
         do {
             reader = try MediaReader(path: path)
         } catch {
             switch error.kind {
-            case .unsupported: throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, error.message)
-            case .io: throw AudioFileFailure(kAudioFileUnspecifiedError, error.message)
-            case .invalidData, .other: throw AudioFileFailure(kAudioFileUnsupportedFileTypeError, error.message)
+            case .unsupported: throw AudioFailure(kAudioFileUnsupportedDataFormatError, error.message)
+            case .io: throw AudioFailure(kAudioFileUnspecifiedError, error.message)
+            case .invalidData, .other: throw AudioFailure(kAudioFileUnsupportedFileTypeError, error.message)
             }
         }
         self.reader = reader
         guard let type = Self.fileType(container: reader.containerName, path: path) else {
-            throw AudioFileFailure(kAudioFileUnsupportedFileTypeError, "\(path): the \(reader.containerName) container is not an audio file type")
+            throw AudioFailure(kAudioFileUnsupportedFileTypeError, "\(path): the \(reader.containerName) container is not an audio file type")
         }
         fileType = type
         let info = CodecCatalog.info(reader.formatID)
@@ -69,18 +69,18 @@ final class CodecFile: AudioFileContainer {
     }
 
     /// Creates `path` of `type` for writing `format`.
-    init(creating path: String, type: AudioFileTypeID, format: AudioStreamBasicDescription) throws(AudioFileFailure) {
+    init(creating path: String, type: AudioFileTypeID, format: AudioStreamBasicDescription) throws(AudioFailure) {
         guard let entry = Self.writable[type] else {
-            throw AudioFileFailure(kAudioFileUnsupportedFileTypeError, "files of type '\(type.fourCharCodeString)' cannot be written")
+            throw AudioFailure(kAudioFileUnsupportedFileTypeError, "files of type '\(type.fourCharCodeString)' cannot be written")
         }
         guard entry.formats.contains(format.mFormatID) else {
             let names = entry.formats.map { "'\($0.fourCharCodeString)'" }.joined(separator: ", ")
-            throw AudioFileFailure(
+            throw AudioFailure(
                 kAudioFileUnsupportedDataFormatError,
                 "a '\(type.fourCharCodeString)' file cannot hold '\(format.mFormatID.fourCharCodeString)' (it holds \(names))")
         }
         guard format.mSampleRate > 0, format.mSampleRate <= 384_000, (1...8).contains(format.mChannelsPerFrame) else {
-            throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, "\(format.formatSummary) cannot be written")
+            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "\(format.formatSummary) cannot be written")
         }
         self.path = path
         fileType = type
@@ -144,20 +144,20 @@ final class CodecFile: AudioFileContainer {
         return (Int(p.size), Int(p.frames))
     }
 
-    func readPacketBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFileFailure) -> Int {
-        guard let reader else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for writing only") }
+    func readPacketBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFailure) -> Int {
+        guard let reader else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for writing only") }
         guard reader.copyPackets(Int(start), count: count, to: destination) else {
-            throw AudioFileFailure(kAudioFileEndOfFileError, "the file ended inside packets \(start)…\(Int(start) + count - 1)")
+            throw AudioFailure(kAudioFileEndOfFileError, "the file ended inside packets \(start)…\(Int(start) + count - 1)")
         }
         return (Int(start)..<(Int(start) + count)).reduce(0) { $0 + Int(reader.packets[$1].size) }
     }
 
     func writePackets(
         start: Int64, count: Int, bytes: UnsafeRawBufferPointer, descriptions: UnsafePointer<AudioStreamPacketDescription>?
-    ) throws(AudioFileFailure) {
-        guard reader == nil, !closed else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+    ) throws(AudioFailure) {
+        guard reader == nil, !closed else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
         guard start == packetCount else {
-            throw AudioFileFailure(kAudioFileOperationNotSupportedError, "packets can only be appended to a '\(fileType.fourCharCodeString)' file")
+            throw AudioFailure(kAudioFileOperationNotSupportedError, "packets can only be appended to a '\(fileType.fourCharCodeString)' file")
         }
         let writer = try openWriter()
         let fixedSize = Int(format.mBytesPerPacket)
@@ -172,30 +172,30 @@ final class CodecFile: AudioFileContainer {
                 if descriptions[i].mVariableFramesInPacket > 0 { frames = Int(descriptions[i].mVariableFramesInPacket) }
             } else {
                 guard fixedSize > 0 else {
-                    throw AudioFileFailure(kAudioFileUnsupportedDataFormatError, "variable-size packets need packet descriptions")
+                    throw AudioFailure(kAudioFileUnsupportedDataFormatError, "variable-size packets need packet descriptions")
                 }
                 size = fixedSize
                 from = offset
                 offset += fixedSize
             }
             guard from >= 0, size >= 0, from + size <= bytes.count else {
-                throw AudioFileFailure(kAudioFileInvalidPacketOffsetError, "packet \(i) points outside the buffer")
+                throw AudioFailure(kAudioFileInvalidPacketOffsetError, "packet \(i) points outside the buffer")
             }
             do {
                 try writer.write(UnsafeRawBufferPointer(rebasing: bytes[from..<(from + size)]), frames: frames)
             } catch {
-                throw AudioFileFailure(kAudioFileUnspecifiedError, error.message)
+                throw AudioFailure(kAudioFileUnspecifiedError, error.message)
             }
             written.append((Int32(size), Int32(frames)))
             writtenBytes += Int64(size)
         }
     }
 
-    private func openWriter() throws(AudioFileFailure) -> MediaWriter {
+    private func openWriter() throws(AudioFailure) -> MediaWriter {
         if let writer { return writer }
-        guard let entry = Self.writable[fileType] else { throw AudioFileFailure(kAudioFileUnsupportedFileTypeError, "not writable") }
+        guard let entry = Self.writable[fileType] else { throw AudioFailure(kAudioFileUnsupportedFileTypeError, "not writable") }
         if (format.mFormatID == kAudioFormatAppleLossless || format.mFormatID == kAudioFormatFLAC) && cookie.isEmpty {
-            throw AudioFileFailure(kAudioFileInvalidFileError, "set the magic cookie before writing '\(format.mFormatID.fourCharCodeString)' packets")
+            throw AudioFailure(kAudioFileInvalidFileError, "set the magic cookie before writing '\(format.mFormatID.fourCharCodeString)' packets")
         }
         let bits = [1: 16, 2: 20, 3: 24, 4: 32][format.mFormatFlags] ?? 0
         do {
@@ -206,49 +206,49 @@ final class CodecFile: AudioFileContainer {
             writer = w
             return w
         } catch {
-            throw AudioFileFailure(kAudioFileUnspecifiedError, error.message)
+            throw AudioFailure(kAudioFileUnspecifiedError, error.message)
         }
     }
 
-    func readBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFileFailure) -> Int {
-        throw AudioFileFailure(kAudioFileOperationNotSupportedError, "'\(fileType.fourCharCodeString)' files are read by packets")
+    func readBytes(start: Int64, count: Int, into destination: UnsafeMutableRawPointer) throws(AudioFailure) -> Int {
+        throw AudioFailure(kAudioFileOperationNotSupportedError, "'\(fileType.fourCharCodeString)' files are read by packets")
     }
 
-    func writeBytes(start: Int64, bytes: UnsafeRawBufferPointer) throws(AudioFileFailure) {
-        throw AudioFileFailure(kAudioFileOperationNotSupportedError, "'\(fileType.fourCharCodeString)' files are written by packets")
+    func writeBytes(start: Int64, bytes: UnsafeRawBufferPointer) throws(AudioFailure) {
+        throw AudioFailure(kAudioFileOperationNotSupportedError, "'\(fileType.fourCharCodeString)' files are written by packets")
     }
 
-    func setMagicCookie(_ cookie: [UInt8]) throws(AudioFileFailure) {
-        guard reader == nil else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+    func setMagicCookie(_ cookie: [UInt8]) throws(AudioFailure) {
+        guard reader == nil else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
         if writer != nil && format.mFormatID != kAudioFormatFLAC && cookie != self.cookie {
             // The container's header already holds the cookie: the same one again is fine (AQRecord
             // copies it at the start and at the end), a different one cannot be honoured.
-            throw AudioFileFailure(kAudioFileOperationNotSupportedError, "the magic cookie must be set before the first packet")
+            throw AudioFailure(kAudioFileOperationNotSupportedError, "the magic cookie must be set before the first packet")
         }
         self.cookie = cookie
     }
 
-    func setChannelLayout(_ layout: [UInt8]) throws(AudioFileFailure) {
-        throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "'\(fileType.fourCharCodeString)' files keep no channel layout here")
+    func setChannelLayout(_ layout: [UInt8]) throws(AudioFailure) {
+        throw AudioFailure(kAudioFileUnsupportedPropertyError, "'\(fileType.fourCharCodeString)' files keep no channel layout here")
     }
 
-    func setPacketTableInfo(_ info: AudioFilePacketTableInfo) throws(AudioFileFailure) {
-        guard reader == nil else { throw AudioFileFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+    func setPacketTableInfo(_ info: AudioFilePacketTableInfo) throws(AudioFailure) {
+        guard reader == nil else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
         table = info
     }
 
-    func setInfo(_ info: [String: String]) throws(AudioFileFailure) {
-        throw AudioFileFailure(kAudioFileUnsupportedPropertyError, "'\(fileType.fourCharCodeString)' files take no info dictionary here")
+    func setInfo(_ info: [String: String]) throws(AudioFailure) {
+        throw AudioFailure(kAudioFileUnsupportedPropertyError, "'\(fileType.fourCharCodeString)' files take no info dictionary here")
     }
 
-    func setDataFormat(_ format: AudioStreamBasicDescription) throws(AudioFileFailure) {
+    func setDataFormat(_ format: AudioStreamBasicDescription) throws(AudioFailure) {
         guard reader == nil, writer == nil else {
-            throw AudioFileFailure(kAudioFileOperationNotSupportedError, "the data format cannot change once audio is written")
+            throw AudioFailure(kAudioFileOperationNotSupportedError, "the data format cannot change once audio is written")
         }
         self.format = format
     }
 
-    func close() throws(AudioFileFailure) {
+    func close() throws(AudioFailure) {
         guard !closed else { return }
         closed = true
         guard reader == nil else { return }
@@ -256,7 +256,7 @@ final class CodecFile: AudioFileContainer {
         do {
             try writer.finish(remainderFrames: Int(table?.mRemainderFrames ?? 0), finalCookie: format.mFormatID == kAudioFormatFLAC ? cookie : [])
         } catch {
-            throw AudioFileFailure(kAudioFileUnspecifiedError, error.message)
+            throw AudioFailure(kAudioFileUnspecifiedError, error.message)
         }
     }
 }

@@ -13,8 +13,6 @@ public let kAudioFormatProperty_FormatIsVBR: AudioFormatPropertyID = fourCC("fvb
 public let kAudioFormatProperty_FormatIsExternallyFramed: AudioFormatPropertyID = fourCC("fexf")
 public let kAudioFormatProperty_AvailableEncodeSampleRates: AudioFormatPropertyID = fourCC("aesr")
 
-private func bytes<T>(_ v: T) -> [UInt8] { withUnsafeBytes(of: v) { Array($0) } }
-
 /// The value of `id` as bytes, or an object reference for FormatName.
 private enum FormatValue {
     case bytes([UInt8])

@@ -31,20 +31,13 @@ public let kExtAudioFileError_InvalidSeek: OSStatus = -66568
 public let kExtAudioFileError_AsyncWriteTooLarge: OSStatus = -66569
 public let kExtAudioFileError_AsyncWriteBufferOverflow: OSStatus = -66570
 
-enum ExtAudioFileRegistry {
-    private static let live = Mutex<[UInt: ExtAudioFileObject]>([:])
-    private static func key(_ ref: ExtAudioFileRef) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(ref))) }
-    static func add(_ f: ExtAudioFileObject) { live.withLock { $0[key(f.ref)] = f } }
-    static func remove(_ ref: ExtAudioFileRef) -> ExtAudioFileObject? { live.withLock { $0.removeValue(forKey: key(ref)) } }
-    static func lookup(_ ref: ExtAudioFileRef) -> ExtAudioFileObject? { live.withLock { $0[key(ref)] } }
-}
 
 private let lastReason = Mutex<String>("")
 
 /// Why the last ExtAudioFile call failed, in words, for tools and test messages.
 package func ExtAudioFileLastFailureReason() -> String { lastReason.withLock { $0 } }
 
-private func run(_ body: () throws(ConverterFailure) -> Void) -> OSStatus {
+private func run(_ body: () throws(AudioFailure) -> Void) -> OSStatus {
     do {
         try body()
         return noErr
@@ -54,9 +47,9 @@ private func run(_ body: () throws(ConverterFailure) -> Void) -> OSStatus {
     }
 }
 
-private func with(_ ref: ExtAudioFileRef, _ body: (ExtAudioFileObject) throws(ConverterFailure) -> Void) -> OSStatus {
-    guard let f = ExtAudioFileRegistry.lookup(ref) else { return kAudio_ParamError }
-    return run { () throws(ConverterFailure) in try body(f) }
+private func with(_ ref: ExtAudioFileRef, _ body: (ExtAudioFileObject) throws(AudioFailure) -> Void) -> OSStatus {
+    guard let f = liveExtAudioFiles.lookup(ref) else { return kAudio_ParamError }
+    return run { () throws(AudioFailure) in try body(f) }
 }
 
 /// Opens a file for reading. Set `kExtAudioFileProperty_ClientDataFormat` to read in another
@@ -65,14 +58,14 @@ public func ExtAudioFileOpenURL(_ inURL: CFURL, _ outExtAudioFile: UnsafeMutable
     outExtAudioFile.pointee = nil
     var id: AudioFileID?
     let status = AudioFileOpenURL(inURL, .readPermission, 0, &id)
-    guard status == noErr, let id, let file = AudioFileRegistry.lookup(id) else {
+    guard status == noErr, let id, let file = liveAudioFiles.lookup(id) else {
         lastReason.withLock { $0 = AudioFileLastFailureReason() }
         return status
     }
-    return run { () throws(ConverterFailure) in
-        do throws(ConverterFailure) {
+    return run { () throws(AudioFailure) in
+        do throws(AudioFailure) {
             let ext = try ExtAudioFileObject(file: file, ownsFile: true, forWriting: false)
-            ExtAudioFileRegistry.add(ext)
+            liveExtAudioFiles.add(ext)
             outExtAudioFile.pointee = ext.ref
         } catch {
             AudioFileClose(id)
@@ -84,10 +77,10 @@ public func ExtAudioFileOpenURL(_ inURL: CFURL, _ outExtAudioFile: UnsafeMutable
 /// Wraps an open AudioFile; disposing the ExtAudioFile leaves it open.
 public func ExtAudioFileWrapAudioFileID(_ inFileID: AudioFileID, _ inForWriting: Bool, _ outExtAudioFile: UnsafeMutablePointer<ExtAudioFileRef?>) -> OSStatus {
     outExtAudioFile.pointee = nil
-    guard let file = AudioFileRegistry.lookup(inFileID) else { return kAudioFileNotOpenError }
-    return run { () throws(ConverterFailure) in
+    guard let file = liveAudioFiles.lookup(inFileID) else { return kAudioFileNotOpenError }
+    return run { () throws(AudioFailure) in
         let ext = try ExtAudioFileObject(file: file, ownsFile: false, forWriting: inForWriting)
-        ExtAudioFileRegistry.add(ext)
+        liveExtAudioFiles.add(ext)
         outExtAudioFile.pointee = ext.ref
     }
 }
@@ -108,17 +101,17 @@ public func ExtAudioFileCreateWithURL(
     }
     var id: AudioFileID?
     let status = AudioFileCreateWithURL(inURL, inFileType, &format, AudioFileFlags(rawValue: inFlags), &id)
-    guard status == noErr, let id, let file = AudioFileRegistry.lookup(id) else {
+    guard status == noErr, let id, let file = liveAudioFiles.lookup(id) else {
         lastReason.withLock { $0 = AudioFileLastFailureReason() }
         return status
     }
     if let inChannelLayout {
         _ = AudioFileSetProperty(id, kAudioFilePropertyChannelLayout, UInt32(MemoryLayout<AudioChannelLayout>.size), inChannelLayout)
     }
-    return run { () throws(ConverterFailure) in
-        do throws(ConverterFailure) {
+    return run { () throws(AudioFailure) in
+        do throws(AudioFailure) {
             let ext = try ExtAudioFileObject(file: file, ownsFile: true, forWriting: true)
-            ExtAudioFileRegistry.add(ext)
+            liveExtAudioFiles.add(ext)
             outExtAudioFile.pointee = ext.ref
         } catch {
             AudioFileClose(id)
@@ -130,8 +123,8 @@ public func ExtAudioFileCreateWithURL(
 /// Finishes writing (flushing the encoder and recording priming and remainder) and closes.
 @discardableResult
 public func ExtAudioFileDispose(_ inExtAudioFile: ExtAudioFileRef) -> OSStatus {
-    guard let f = ExtAudioFileRegistry.remove(inExtAudioFile) else { return kAudio_ParamError }
-    return run { () throws(ConverterFailure) in try f.dispose() }
+    guard let f = liveExtAudioFiles.remove(inExtAudioFile) else { return kAudio_ParamError }
+    return run { () throws(AudioFailure) in try f.dispose() }
 }
 
 /// Reads up to `ioNumberFrames` frames in the client format; 0 frames back means the end.
@@ -140,7 +133,7 @@ public func ExtAudioFileRead(
 ) -> OSStatus {
     let wanted = Int(ioNumberFrames.pointee)
     ioNumberFrames.pointee = 0
-    return with(inExtAudioFile) { f throws(ConverterFailure) in
+    return with(inExtAudioFile) { f throws(AudioFailure) in
         ioNumberFrames.pointee = UInt32(try f.read(wanted, into: UnsafeMutableAudioBufferListPointer(ioData)))
     }
 }
@@ -149,7 +142,7 @@ public func ExtAudioFileRead(
 public func ExtAudioFileWrite(
     _ inExtAudioFile: ExtAudioFileRef, _ inNumberFrames: UInt32, _ ioData: UnsafePointer<AudioBufferList>
 ) -> OSStatus {
-    with(inExtAudioFile) { f throws(ConverterFailure) in
+    with(inExtAudioFile) { f throws(AudioFailure) in
         try f.write(Int(inNumberFrames), from: UnsafeMutableAudioBufferListPointer(UnsafeMutablePointer(mutating: ioData)))
     }
 }
@@ -160,30 +153,28 @@ public func ExtAudioFileWrite(
 public func ExtAudioFileWriteAsync(
     _ inExtAudioFile: ExtAudioFileRef, _ inNumberFrames: UInt32, _ ioData: UnsafePointer<AudioBufferList>?
 ) -> OSStatus {
-    guard let ioData, inNumberFrames > 0 else { return ExtAudioFileRegistry.lookup(inExtAudioFile) == nil ? kAudio_ParamError : noErr }
+    guard let ioData, inNumberFrames > 0 else { return liveExtAudioFiles.lookup(inExtAudioFile) == nil ? kAudio_ParamError : noErr }
     return ExtAudioFileWrite(inExtAudioFile, inNumberFrames, ioData)
 }
 
 /// Moves the read position to `inFrameOffset`, in the file's sample frames (Apple's QA1609).
 public func ExtAudioFileSeek(_ inExtAudioFile: ExtAudioFileRef, _ inFrameOffset: Int64) -> OSStatus {
-    with(inExtAudioFile) { f throws(ConverterFailure) in try f.seek(to: inFrameOffset) }
+    with(inExtAudioFile) { f throws(AudioFailure) in try f.seek(to: inFrameOffset) }
 }
 
 /// The read/write position in the file's sample frames.
 public func ExtAudioFileTell(_ inExtAudioFile: ExtAudioFileRef, _ outFrameOffset: UnsafeMutablePointer<Int64>) -> OSStatus {
-    with(inExtAudioFile) { f throws(ConverterFailure) in outFrameOffset.pointee = f.currentFrame }
+    with(inExtAudioFile) { f throws(AudioFailure) in outFrameOffset.pointee = f.currentFrame }
 }
 
-private func bytes<T>(_ v: T) -> [UInt8] { withUnsafeBytes(of: v) { Array($0) } }
-
-private func propertyBytes(_ id: ExtAudioFilePropertyID, _ f: ExtAudioFileObject) throws(ConverterFailure) -> [UInt8] {
+private func propertyBytes(_ id: ExtAudioFilePropertyID, _ f: ExtAudioFileObject) throws(AudioFailure) -> [UInt8] {
     switch id {
     case kExtAudioFileProperty_FileDataFormat: return bytes(f.fileFormat)
     case kExtAudioFileProperty_ClientDataFormat: return bytes(f.clientFormat)
     case kExtAudioFileProperty_FileLengthFrames: return bytes(f.fileLengthFrames)
     case kExtAudioFileProperty_AudioFile: return bytes(f.fileID)
     case kExtAudioFileProperty_AudioConverter:
-        guard let c = f.converter else { throw ConverterFailure(kExtAudioFileError_InvalidOperationOrder, "set a client format first") }
+        guard let c = f.converter else { throw AudioFailure(kExtAudioFileError_InvalidOperationOrder, "set a client format first") }
         return bytes(c.ref)
     case kExtAudioFileProperty_FileMaxPacketSize:
         var size: UInt32 = 0
@@ -194,7 +185,7 @@ private func propertyBytes(_ id: ExtAudioFilePropertyID, _ f: ExtAudioFileObject
     case kExtAudioFileProperty_FileChannelLayout, kExtAudioFileProperty_ClientChannelLayout:
         var size: UInt32 = 0
         guard AudioFileGetPropertyInfo(f.fileID, kAudioFilePropertyChannelLayout, &size, nil) == noErr else {
-            throw ConverterFailure(kExtAudioFileError_InvalidProperty, "the file has no channel layout")
+            throw AudioFailure(kExtAudioFileError_InvalidProperty, "the file has no channel layout")
         }
         var layout = [UInt8](repeating: 0, count: Int(size))
         _ = layout.withUnsafeMutableBytes { AudioFileGetProperty(f.fileID, kAudioFilePropertyChannelLayout, &size, $0.baseAddress!) }
@@ -203,11 +194,11 @@ private func propertyBytes(_ id: ExtAudioFilePropertyID, _ f: ExtAudioFileObject
         var info = AudioFilePacketTableInfo()
         var n = UInt32(MemoryLayout<AudioFilePacketTableInfo>.size)
         guard AudioFileGetProperty(f.fileID, kAudioFilePropertyPacketTableInfo, &n, &info) == noErr else {
-            throw ConverterFailure(kExtAudioFileError_InvalidProperty, "the file has no packet table")
+            throw AudioFailure(kExtAudioFileError_InvalidProperty, "the file has no packet table")
         }
         return bytes(info)
     default:
-        throw ConverterFailure(kExtAudioFileError_InvalidProperty, "property '\(id.fourCharCodeString)' is not supported")
+        throw AudioFailure(kExtAudioFileError_InvalidProperty, "property '\(id.fourCharCodeString)' is not supported")
     }
 }
 
@@ -215,7 +206,7 @@ public func ExtAudioFileGetPropertyInfo(
     _ inExtAudioFile: ExtAudioFileRef, _ inPropertyID: ExtAudioFilePropertyID, _ outSize: UnsafeMutablePointer<UInt32>?,
     _ outWritable: UnsafeMutablePointer<DarwinBoolean>?
 ) -> OSStatus {
-    with(inExtAudioFile) { f throws(ConverterFailure) in
+    with(inExtAudioFile) { f throws(AudioFailure) in
         outSize?.pointee = UInt32(try propertyBytes(inPropertyID, f).count)
         outWritable?.pointee = DarwinBoolean(
             [kExtAudioFileProperty_ClientDataFormat, kExtAudioFileProperty_ClientChannelLayout, kExtAudioFileProperty_ConverterConfig].contains(inPropertyID))
@@ -226,10 +217,10 @@ public func ExtAudioFileGetProperty(
     _ inExtAudioFile: ExtAudioFileRef, _ inPropertyID: ExtAudioFilePropertyID, _ ioPropertyDataSize: UnsafeMutablePointer<UInt32>,
     _ outPropertyData: UnsafeMutableRawPointer
 ) -> OSStatus {
-    with(inExtAudioFile) { f throws(ConverterFailure) in
+    with(inExtAudioFile) { f throws(AudioFailure) in
         let b = try propertyBytes(inPropertyID, f)
         guard Int(ioPropertyDataSize.pointee) >= b.count else {
-            throw ConverterFailure(kExtAudioFileError_InvalidPropertySize, "the property needs \(b.count) bytes")
+            throw AudioFailure(kExtAudioFileError_InvalidPropertySize, "the property needs \(b.count) bytes")
         }
         b.withUnsafeBytes { if !b.isEmpty { outPropertyData.copyMemory(from: $0.baseAddress!, byteCount: b.count) } }
         ioPropertyDataSize.pointee = UInt32(b.count)
@@ -243,17 +234,17 @@ public func ExtAudioFileSetProperty(
     _ inExtAudioFile: ExtAudioFileRef, _ inPropertyID: ExtAudioFilePropertyID, _ inPropertyDataSize: UInt32,
     _ inPropertyData: UnsafeRawPointer?
 ) -> OSStatus {
-    with(inExtAudioFile) { f throws(ConverterFailure) in
+    with(inExtAudioFile) { f throws(AudioFailure) in
         switch inPropertyID {
         case kExtAudioFileProperty_ClientDataFormat:
             guard let inPropertyData, Int(inPropertyDataSize) >= MemoryLayout<AudioStreamBasicDescription>.size else {
-                throw ConverterFailure(kExtAudioFileError_InvalidPropertySize, "the client format is an AudioStreamBasicDescription")
+                throw AudioFailure(kExtAudioFileError_InvalidPropertySize, "the client format is an AudioStreamBasicDescription")
             }
             try f.setClientFormat(inPropertyData.loadUnaligned(as: AudioStreamBasicDescription.self))
         case kExtAudioFileProperty_ClientChannelLayout, kExtAudioFileProperty_ConverterConfig:
             break
         default:
-            throw ConverterFailure(kExtAudioFileError_InvalidProperty, "property '\(inPropertyID.fourCharCodeString)' cannot be set")
+            throw AudioFailure(kExtAudioFileError_InvalidProperty, "property '\(inPropertyID.fourCharCodeString)' cannot be set")
         }
     }
 }

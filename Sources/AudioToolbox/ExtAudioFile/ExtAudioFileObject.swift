@@ -30,28 +30,28 @@ final class ExtAudioFileObject: @unchecked Sendable {
 
     var ref: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
 
-    init(file: AudioFileObject, ownsFile: Bool, forWriting: Bool) throws(ConverterFailure) {
+    init(file: AudioFileObject, ownsFile: Bool, forWriting: Bool) throws(AudioFailure) {
         self.file = file
         fileID = file.id
         self.ownsFile = ownsFile
         self.forWriting = forWriting
         var format = AudioStreamBasicDescription()
-        _ = file.with { c throws(AudioFileFailure) in format = c.format }
+        _ = file.with { c throws(AudioFailure) in format = c.format }
         fileFormat = format
         clientFormat = format
         if format.mFormatID == kAudioFormatLinearPCM { try setClientFormat(format) }
-        if forWriting { _ = file.with { c throws(AudioFileFailure) in writtenPackets = c.packetCount } }
+        if forWriting { _ = file.with { c throws(AudioFailure) in writtenPackets = c.packetCount } }
     }
 
     private var packetTable: AudioFilePacketTableInfo? {
         var info: AudioFilePacketTableInfo?
-        _ = file.with { c throws(AudioFileFailure) in info = c.packetTableInfo }
+        _ = file.with { c throws(AudioFailure) in info = c.packetTableInfo }
         return info
     }
 
     private var packetCount: Int64 {
         var n: Int64 = 0
-        _ = file.with { c throws(AudioFileFailure) in n = c.packetCount }
+        _ = file.with { c throws(AudioFailure) in n = c.packetCount }
         return n
     }
 
@@ -64,7 +64,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
         if let t = packetTable, fileFormat.mFormatID != kAudioFormatLinearPCM { return t.mNumberValidFrames }
         if fileFormat.mFramesPerPacket > 0 { return packetCount * Int64(fileFormat.mFramesPerPacket) }
         var total: Int64 = 0
-        _ = file.with { c throws(AudioFileFailure) in
+        _ = file.with { c throws(AudioFailure) in
             for i in 0..<c.packetCount { total += Int64(c.packetSize(i)?.frames ?? 0) }
         }
         return total
@@ -76,12 +76,12 @@ final class ExtAudioFileObject: @unchecked Sendable {
 
     private var ratio: Double { clientFormat.mSampleRate / fileFormat.mSampleRate }
 
-    func setClientFormat(_ format: AudioStreamBasicDescription) throws(ConverterFailure) {
+    func setClientFormat(_ format: AudioStreamBasicDescription) throws(AudioFailure) {
         guard format.mFormatID == kAudioFormatLinearPCM else {
-            throw ConverterFailure(kExtAudioFileError_NonPCMClientFormat, "the client format must be linear PCM")
+            throw AudioFailure(kExtAudioFileError_NonPCMClientFormat, "the client format must be linear PCM")
         }
         if forWriting && writtenClientFrames > 0 {
-            throw ConverterFailure(kExtAudioFileError_InvalidOperationOrder, "the client format cannot change after writing started")
+            throw AudioFailure(kExtAudioFileError_InvalidOperationOrder, "the client format cannot change after writing started")
         }
         let core =
             forWriting
@@ -89,13 +89,13 @@ final class ExtAudioFileObject: @unchecked Sendable {
             : try ConverterCore(from: fileFormat, to: format)
         if !forWriting {
             var cookie: [UInt8] = []
-            _ = file.with { c throws(AudioFileFailure) in cookie = c.magicCookie }
+            _ = file.with { c throws(AudioFailure) in cookie = c.magicCookie }
             core.decompressionCookie = cookie
         }
         clientFormat = core.sourceIsPCM && forWriting ? core.source : (forWriting ? format : core.destination)
-        if let old = converter { _ = AudioConverterRegistry.remove(old.ref) }
+        if let old = converter { _ = liveConverters.remove(old.ref) }
         let object = AudioConverterObject(core)
-        AudioConverterRegistry.add(object)
+        liveConverters.add(object)
         converter = object
         if !forWriting { try seek(to: currentFrame) }
     }
@@ -107,10 +107,10 @@ final class ExtAudioFileObject: @unchecked Sendable {
 
     // MARK: Reading
 
-    func seek(to frame: Int64) throws(ConverterFailure) {
-        guard !forWriting else { throw ConverterFailure(kExtAudioFileError_InvalidSeek, "seeking a file open for writing is not supported") }
-        guard frame >= 0 else { throw ConverterFailure(kExtAudioFileError_InvalidSeek, "frame \(frame) is negative") }
-        guard let core else { throw ConverterFailure(kExtAudioFileError_NonPCMClientFormat, "set a linear PCM client format first") }
+    func seek(to frame: Int64) throws(AudioFailure) {
+        guard !forWriting else { throw AudioFailure(kExtAudioFileError_InvalidSeek, "seeking a file open for writing is not supported") }
+        guard frame >= 0 else { throw AudioFailure(kExtAudioFileError_InvalidSeek, "frame \(frame) is negative") }
+        guard let core else { throw AudioFailure(kExtAudioFileError_NonPCMClientFormat, "set a linear PCM client format first") }
         core.reset()
         let target = frame + priming
         let fpp = Int64(fileFormat.mFramesPerPacket)
@@ -123,7 +123,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
         } else {
             var start: Int64 = 0
             var index: Int64 = 0
-            _ = file.with { c throws(AudioFileFailure) in
+            _ = file.with { c throws(AudioFailure) in
                 while index < c.packetCount, let p = c.packetSize(index), start + Int64(p.frames) <= target {
                     start += Int64(p.frames)
                     index += 1
@@ -137,9 +137,9 @@ final class ExtAudioFileObject: @unchecked Sendable {
     }
 
     /// Reads up to `count` client frames into `list`; returns frames read (0 at the end).
-    func read(_ count: Int, into list: UnsafeMutableAudioBufferListPointer) throws(ConverterFailure) -> Int {
+    func read(_ count: Int, into list: UnsafeMutableAudioBufferListPointer) throws(AudioFailure) -> Int {
         guard let core, let client = core.destinationPCM else {
-            throw ConverterFailure(kExtAudioFileError_NonPCMClientFormat, "set a linear PCM client format before reading")
+            throw AudioFailure(kExtAudioFileError_NonPCMClientFormat, "set a linear PCM client format before reading")
         }
         let capacity = min(count, client.frames(in: list))
         let totalClient = Int64((Double(fileLengthFrames) * ratio).rounded())
@@ -178,14 +178,14 @@ final class ExtAudioFileObject: @unchecked Sendable {
 
     /// Reads a run of packets from the file into the converter, or ends its input. Constant-size
     /// packets (PCM, IMA4, µ-law) go to the converter as one run; variable ones one by one.
-    private func feed(_ core: ConverterCore) throws(ConverterFailure) {
+    private func feed(_ core: ConverterCore) throws(AudioFailure) {
         let fixed = Int(fileFormat.mBytesPerPacket)
         let pcm = fileFormat.mFormatID == kAudioFormatLinearPCM
         let wanted = fixed > 0 ? max(16384 / max(Int(fileFormat.mFramesPerPacket), 1), 1) : 8
         var got = 0
         var bytes = 0
         let from = nextPacket
-        let status = file.with { c throws(AudioFileFailure) in
+        let status = file.with { c throws(AudioFailure) in
             got = Int(max(min(Int64(wanted), c.packetCount - from), 0))
             guard got > 0 else { return }
             if fixed > 0 {
@@ -202,7 +202,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
             }
             bytes = try c.readPacketBytes(start: from, count: got, into: packetBuffer.pointer)
         }
-        guard status == noErr else { throw ConverterFailure(status, file.lastReason) }
+        guard status == noErr else { throw AudioFailure(status, file.lastReason) }
         if got == 0 {
             try core.endInput()
             return
@@ -226,14 +226,14 @@ final class ExtAudioFileObject: @unchecked Sendable {
 
     // MARK: Writing
 
-    func write(_ count: Int, from list: UnsafeMutableAudioBufferListPointer) throws(ConverterFailure) {
-        guard forWriting else { throw ConverterFailure(kAudioFilePermissionsError, "the file is open for reading") }
+    func write(_ count: Int, from list: UnsafeMutableAudioBufferListPointer) throws(AudioFailure) {
+        guard forWriting else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading") }
         guard let core, let client = core.sourcePCM else {
-            throw ConverterFailure(kExtAudioFileError_NonPCMClientFormat, "set a linear PCM client format before writing")
+            throw AudioFailure(kExtAudioFileError_NonPCMClientFormat, "set a linear PCM client format before writing")
         }
         guard count > 0 else { return }
         guard client.frames(in: list) >= count else {
-            throw ConverterFailure(kAudio_ParamError, "the buffer list holds fewer than \(count) frames")
+            throw AudioFailure(kAudio_ParamError, "the buffer list holds fewer than \(count) frames")
         }
         try prepareCompressedFile(core)
         try core.pushPCM(list, frames: count)
@@ -242,21 +242,21 @@ final class ExtAudioFileObject: @unchecked Sendable {
     }
 
     /// Before the first packet: the cookie and the priming the container must record up front.
-    private func prepareCompressedFile(_ core: ConverterCore) throws(ConverterFailure) {
+    private func prepareCompressedFile(_ core: ConverterCore) throws(AudioFailure) {
         guard !cookieWritten, !core.destinationIsPCM else { return }
         cookieWritten = true
         let cookie = core.compressionCookie
         let priming = core.primingFrames
-        let status = file.with { c throws(AudioFileFailure) in
+        let status = file.with { c throws(AudioFailure) in
             if !cookie.isEmpty { try c.setMagicCookie(cookie) }
             if fileFormat.mFormatID != kAudioFormatLinearPCM, c.fileType != kAudioFileWAVEType, c.fileType != kAudioFileAIFCType {
                 try? c.setPacketTableInfo(AudioFilePacketTableInfo(mNumberValidFrames: 0, mPrimingFrames: Int32(priming), mRemainderFrames: 0))
             }
         }
-        guard status == noErr else { throw ConverterFailure(status, file.lastReason) }
+        guard status == noErr else { throw AudioFailure(status, file.lastReason) }
     }
 
-    private func drain(_ core: ConverterCore) throws(ConverterFailure) {
+    private func drain(_ core: ConverterCore) throws(AudioFailure) {
         var status = noErr
         if let dst = core.destinationPCM {
             let frames = core.availableFrames
@@ -267,7 +267,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
                 mNumberBuffers: 1,
                 mBuffers: AudioBuffer(mNumberChannels: fileFormat.mChannelsPerFrame, mDataByteSize: UInt32(size), mData: packetBuffer.pointer))
             _ = core.takeFrames(frames, into: UnsafeMutableAudioBufferListPointer(&list))
-            status = file.with { c throws(AudioFileFailure) in
+            status = file.with { c throws(AudioFailure) in
                 try c.writePackets(
                     start: writtenPackets, count: frames, bytes: UnsafeRawBufferPointer(start: packetBuffer.pointer, count: size), descriptions: nil)
             }
@@ -287,7 +287,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
             }
             let start = writtenPackets
             status = descriptionBuffer.withUnsafeBufferPointer { d in
-                file.with { c throws(AudioFileFailure) in
+                file.with { c throws(AudioFailure) in
                     try c.writePackets(
                         start: start, count: taken.packets, bytes: UnsafeRawBufferPointer(start: packetBuffer.pointer, count: taken.bytes),
                         descriptions: variable ? d.baseAddress : nil)
@@ -295,15 +295,15 @@ final class ExtAudioFileObject: @unchecked Sendable {
             }
             writtenPackets += Int64(taken.packets)
         }
-        guard status == noErr else { throw ConverterFailure(status, file.lastReason) }
+        guard status == noErr else { throw AudioFailure(status, file.lastReason) }
     }
 
     /// Flushes the converter, records the packet table, closes the file if it is ours.
-    func dispose() throws(ConverterFailure) {
+    func dispose() throws(AudioFailure) {
         defer {
-            if let converter { _ = AudioConverterRegistry.remove(converter.ref) }
+            if let converter { _ = liveConverters.remove(converter.ref) }
         }
-        var failure: ConverterFailure?
+        var failure: AudioFailure?
         if forWriting, let core {
             do {
                 try prepareCompressedFile(core)
@@ -313,7 +313,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
                     let valid = fileLengthFrames
                     let priming = Int64(core.primingFrames)
                     let cookie = core.compressionCookie
-                    let status = file.with { c throws(AudioFileFailure) in
+                    let status = file.with { c throws(AudioFailure) in
                         var total: Int64 = 0
                         for i in 0..<c.packetCount { total += Int64(c.packetSize(i)?.frames ?? 0) }
                         let remainder = max(total - priming - valid, 0)
@@ -321,7 +321,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
                             AudioFilePacketTableInfo(mNumberValidFrames: valid, mPrimingFrames: Int32(priming), mRemainderFrames: Int32(remainder)))
                         if fileFormat.mFormatID == kAudioFormatFLAC { try? c.setMagicCookie(cookie) }
                     }
-                    if status != noErr { failure = ConverterFailure(status, file.lastReason) }
+                    if status != noErr { failure = AudioFailure(status, file.lastReason) }
                 }
             } catch {
                 failure = error
@@ -329,7 +329,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
         }
         if ownsFile {
             let status = AudioFileClose(fileID)
-            if status != noErr && failure == nil { failure = ConverterFailure(status, AudioFileLastFailureReason()) }
+            if status != noErr && failure == nil { failure = AudioFailure(status, AudioFileLastFailureReason()) }
         }
         if let failure { throw failure }
     }
