@@ -115,8 +115,8 @@ public func AudioFormatGetPropertyInfo(
 }
 
 /// Apple's format queries. FormatName writes a retained `NSString` reference (Apple's is a
-/// `CFString`, which Linux has no class for): declare the output as `NSString?` (or
-/// `Unmanaged<NSString>?` and take the retained value).
+/// `CFString`, which Linux has no class for): read it as `Unmanaged<NSString>?` and take the
+/// retained value, Apple's idiom with `Unmanaged<CFString>?`.
 public func AudioFormatGetProperty(
     _ inPropertyID: AudioFormatPropertyID, _ inSpecifierSize: UInt32, _ inSpecifier: UnsafeRawPointer?,
     _ ioPropertyDataSize: UnsafeMutablePointer<UInt32>?, _ outPropertyData: UnsafeMutableRawPointer?
