@@ -121,8 +121,9 @@ package final class MediaReader {
             }
             defer { av_packet_unref(packet) }
             guard packet.pointee.stream_index == index, packet.pointee.size > 0 else { continue }
-            var frames = Int32((Double(packet.pointee.duration) * framesPerTick).rounded())
-            if frames <= 0 { frames = Int32(fallbackFrames) }
+            // Bounded: a damaged header can declare any duration.
+            let declaredFrames = (Double(packet.pointee.duration) * framesPerTick).rounded()
+            var frames = declaredFrames > 0 && declaredFrames < 16_777_216 ? Int32(declaredFrames) : Int32(fallbackFrames)
             var skipSize: Int = 0
             if let side = av_packet_get_side_data(packet, AV_PKT_DATA_SKIP_SAMPLES, &skipSize), skipSize >= 8 {
                 let start = Int(UInt32(side[0]) | UInt32(side[1]) << 8 | UInt32(side[2]) << 16 | UInt32(side[3]) << 24)
@@ -170,8 +171,9 @@ package final class MediaReader {
         packets = table
         store = memory
         self.inMemory = inMemory
-        primingFrames = max(priming, 0)
-        remainderFrames = max(remainder, 0)
+        let total = table.reduce(0) { $0 + Int($1.frames) }
+        primingFrames = min(max(priming, 0), total)
+        remainderFrames = min(max(remainder, 0), total - primingFrames)
         let declared = Int(par.pointee.frame_size)
         framesPerPacket = declared > 0 ? declared : (table.first.map { Int($0.frames) } ?? fallbackFrames)
         let seconds = Double(table.reduce(0) { $0 + Int($1.frames) }) / sampleRate

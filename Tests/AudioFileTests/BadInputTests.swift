@@ -184,6 +184,14 @@ final class BadInputTests: XCTestCase {
             for k in 0..<8 { b[i + k] = k == 0 ? 0x40 : 0 }
         }
         readEverything(cafPakt, "CAF packet table of 2^62 packets")
+        // A packet table promising 2^62 valid frames, read at twice the rate: clamped to what the
+        // packets hold, no overflow.
+        let cafValid = try patched(seeds[2], "valid.caf") { b in
+            let i = find("pakt", in: b) + 12 + 8
+            for k in 0..<8 { b[i + k] = k == 0 ? 0x40 : 0 }
+        }
+        let upsampled = try readWithExtAudioFile(cafValid, rate: 88200)
+        XCTAssertLessThanOrEqual(upsampled.lengthFrames, 8000 + 2048, "valid frames clamped to the packets")
         // WAVE fmt: 65535 channels, block align 0.
         let wavChannels = try patched(seeds[0], "channels.wav") { b in
             let i = find("fmt ", in: b) + 8

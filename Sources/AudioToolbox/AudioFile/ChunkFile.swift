@@ -178,6 +178,14 @@ final class ChunkFile: AudioFileContainer {
                     at += size
                 }
             }
+            // A table cannot promise more frames than its packets hold.
+            if var table = packetTable {
+                let total = isVBR ? packets.reduce(Int64(0)) { $0 + Int64($1.frames) } : packetCount * Int64(format.mFramesPerPacket)
+                table.mPrimingFrames = Int32(clamping: min(max(Int64(table.mPrimingFrames), 0), total))
+                table.mRemainderFrames = Int32(clamping: min(max(Int64(table.mRemainderFrames), 0), total - Int64(table.mPrimingFrames)))
+                table.mNumberValidFrames = min(max(table.mNumberValidFrames, 0), total - Int64(table.mPrimingFrames))
+                packetTable = table
+            }
         }
     }
 

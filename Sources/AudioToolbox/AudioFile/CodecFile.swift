@@ -125,7 +125,7 @@ final class CodecFile: AudioFileContainer {
         let total = Int64(reader.totalFrames)
         return AudioFilePacketTableInfo(
             mNumberValidFrames: max(total - Int64(reader.primingFrames) - Int64(reader.remainderFrames), 0),
-            mPrimingFrames: Int32(reader.primingFrames), mRemainderFrames: Int32(reader.remainderFrames))
+            mPrimingFrames: Int32(clamping: reader.primingFrames), mRemainderFrames: Int32(clamping: reader.remainderFrames))
     }
 
     var bitRate: Int {

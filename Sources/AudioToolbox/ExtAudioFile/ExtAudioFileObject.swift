@@ -109,7 +109,9 @@ final class ExtAudioFileObject: @unchecked Sendable {
 
     func seek(to frame: Int64) throws(AudioFailure) {
         guard !forWriting else { throw AudioFailure(kExtAudioFileError_InvalidSeek, "seeking a file open for writing is not supported") }
-        guard frame >= 0 else { throw AudioFailure(kExtAudioFileError_InvalidSeek, "frame \(frame) is negative") }
+        guard frame >= 0, frame <= fileLengthFrames else {
+            throw AudioFailure(kExtAudioFileError_InvalidSeek, "frame \(frame) is outside the file (0 … \(fileLengthFrames))")
+        }
         guard let core else { throw AudioFailure(kExtAudioFileError_NonPCMClientFormat, "set a linear PCM client format first") }
         core.reset()
         let target = frame + priming
