@@ -65,7 +65,7 @@ let package = Package(
 
         .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),
         .testTarget(name: "AudioHALTests", dependencies: ["AudioHAL", "CAllocCounter", "AudioTestSupport"], swiftSettings: strict),
-        .testTarget(name: "AVFAudioTests", dependencies: ["AVFAudio"], swiftSettings: strict),
+        .testTarget(name: "AVFAudioTests", dependencies: ["AVFAudio", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(name: "AudioFileTests", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "AudioToolboxTests",

@@ -64,6 +64,13 @@ package protocol HALCaptureSink: AnyObject, Sendable {
     func capture(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime)
 }
 
+/// What kind of jack or transducer a device's active port is, as the server says
+/// (PulseAudio's `pa_device_port_type_t`, the same numbers).
+package enum HALPortType: Int, Sendable {
+    case unknown = 0, aux, speaker, headphones, line, mic, headset, handset, earpiece, spdif, hdmi, tv, radio, video, usb,
+        bluetooth, portable, handsfree, car, hifi, phone, network, analog
+}
+
 /// A device as the layers above see it.
 package struct HALDeviceInfo: Sendable, Equatable {
     /// The server's name for it (`speaker`, `alsa_output.pci-…`).
@@ -71,11 +78,22 @@ package struct HALDeviceInfo: Sendable, Equatable {
     package var description: String
     package var sampleRate: Double
     package var channels: Int
-    package init(name: String, description: String, sampleRate: Double, channels: Int) {
+    /// The server's properties of the device (`device.form_factor`, `device.bus`, `device.api`…).
+    package var properties: [String: String]
+    /// The active port: its name and type, when the device has ports.
+    package var portName: String?
+    package var portType: HALPortType?
+    package init(
+        name: String, description: String, sampleRate: Double, channels: Int, properties: [String: String] = [:], portName: String? = nil,
+        portType: HALPortType? = nil
+    ) {
         self.name = name
         self.description = description
         self.sampleRate = sampleRate
         self.channels = channels
+        self.properties = properties
+        self.portName = portName
+        self.portType = portType
     }
 }
 

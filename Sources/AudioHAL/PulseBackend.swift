@@ -137,11 +137,26 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
         init(_ mainloop: OpaquePointer) { self.mainloop = mainloop }
 
         /// Called on the server thread by the sink and source callbacks alike.
-        func found(_ name: UnsafePointer<CChar>, _ description: UnsafePointer<CChar>?, _ spec: pa_sample_spec) {
+        func found(
+            _ name: UnsafePointer<CChar>, _ description: UnsafePointer<CChar>?, _ spec: pa_sample_spec, _ proplist: OpaquePointer?,
+            port: (name: UnsafePointer<CChar>?, type: UInt32)?
+        ) {
             info = HALDeviceInfo(
                 name: String(cString: name), description: description.map { String(cString: $0) } ?? "",
-                sampleRate: Double(spec.rate), channels: Int(spec.channels))
+                sampleRate: Double(spec.rate), channels: Int(spec.channels), properties: PulseBackend.properties(proplist),
+                portName: port?.name.map { String(cString: $0) }, portType: port.flatMap { HALPortType(rawValue: Int($0.type)) })
         }
+    }
+
+    /// A property list as a dictionary. Server thread or with the lock held.
+    static func properties(_ list: OpaquePointer?) -> [String: String] {
+        guard let list else { return [:] }
+        var result: [String: String] = [:]
+        var state: UnsafeMutableRawPointer?
+        while let key = pa_proplist_iterate(list, &state) {
+            if let value = pa_proplist_gets(list, key) { result[String(cString: key)] = String(cString: value) }
+        }
+        return result
     }
 
     /// Runs one introspection query (`start` issues it with the box as user data) and waits.
@@ -158,7 +173,9 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
         try query("sink named \(name)") { ud in
             pa_context_get_sink_info_by_name(context, name, { _, info, eol, ud in
                 let box = Unmanaged<InfoBox>.fromOpaque(ud!).takeUnretainedValue()
-                if eol == 0, let i = info?.pointee { box.found(i.name, i.description, i.sample_spec) }
+                if eol == 0, let i = info?.pointee {
+                    box.found(i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) })
+                }
                 pa_threaded_mainloop_signal(box.mainloop, 0)
             }, ud)
         }
@@ -170,7 +187,9 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
         try query("source named \(name)") { ud in
             pa_context_get_source_info_by_name(context, name, { _, info, eol, ud in
                 let box = Unmanaged<InfoBox>.fromOpaque(ud!).takeUnretainedValue()
-                if eol == 0, let i = info?.pointee { box.found(i.name, i.description, i.sample_spec) }
+                if eol == 0, let i = info?.pointee {
+                    box.found(i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) })
+                }
                 pa_threaded_mainloop_signal(box.mainloop, 0)
             }, ud)
         }

@@ -1,12 +1,12 @@
-import CoreAudioTypes
+package import CoreAudioTypes
 import Synchronization
 
 /// A failed file, converter or format call: Apple's status and, for tools, tests and logs, what
 /// was wrong in words.
-struct AudioFailure: Error {
-    let status: OSStatus
-    let reason: String
-    init(_ status: OSStatus, _ reason: String) {
+package struct AudioFailure: Error {
+    package let status: OSStatus
+    package let reason: String
+    package init(_ status: OSStatus, _ reason: String) {
         self.status = status
         self.reason = reason
     }

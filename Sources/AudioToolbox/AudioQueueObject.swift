@@ -406,7 +406,8 @@ final class AudioQueueObject: @unchecked Sendable {
     var preferredBufferDuration: Double {
         let frames = slots.values.map(\.capacityFrames).min() ?? Int(pcm.sampleRate / 50)
         let duration = Double(frames) / pcm.sampleRate
-        return isOutput ? min(max(duration, defaultIOBufferDuration), 0.1) : duration
+        // An audio session's preferred I/O buffer duration replaces the default floor.
+        return isOutput ? min(max(duration, AudioSessionHost.preferredIOBufferDuration ?? defaultIOBufferDuration), 0.1) : duration
     }
 
     /// Opens the stream if there is none. Call with `lock` held.
@@ -414,8 +415,10 @@ final class AudioQueueObject: @unchecked Sendable {
         if stream != nil { return noErr }
         do {
             let backend = try HAL.backend()
+            // The session's properties (media.role, filter.want) where AVAudioSession set them.
             var properties: [String: String] = ["media.name": "AudioQueue"]
             if isOutput { properties["media.role"] = "music" }
+            properties.merge(AudioSessionHost.streamProperties(output: isOutput)) { _, session in session }
             let request = HALStreamRequest(
                 format: HALStreamFormat(sampleRate: pcm.sampleRate, channels: engine.streamChannels),
                 bufferDuration: preferredBufferDuration, name: isOutput ? "AudioQueue output" : "AudioQueue input",

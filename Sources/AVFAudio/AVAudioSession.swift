@@ -1,0 +1,290 @@
+public import Foundation
+import Synchronization
+
+/// The process's audio session, on the Linux sound server.
+///
+/// Linux mapping (see the issue notes and README):
+/// - Category, mode and options become stream properties every queue, player and recorder of the
+///   process carries: `media.role` (``streamProperties(category:mode:options:)`` has the table)
+///   and `filter.want=echo-cancel` for voice and video chat, so the server's policy modules
+///   (role-cork, role-ducking, echo-cancel) treat the session as iOS treats it.
+/// - Activation opens the session's own stream: silent and corked, with the session's role,
+///   preferred sample rate and I/O buffer duration. What the server grants it is what the current
+///   values report (`sampleRate`, `ioBufferDuration`, `outputLatency`), and it stays open while
+///   the session is active. Changing a preferred value while active reopens it.
+/// - The route is the default sink and source; their active port type (or `device.form_factor`
+///   where there are no ports) gives Apple's port type.
+public final class AVAudioSession: NSObject, @unchecked Sendable {
+    private static let shared = AVAudioSession()
+
+    /// The one session of the process.
+    public static func sharedInstance() -> AVAudioSession { shared }
+
+    private let lock = NSLock()
+    private var _category: Category = .soloAmbient
+    private var _mode: Mode = .default
+    private var _options: CategoryOptions = []
+    private var _policy: RouteSharingPolicy = .default
+    private var active = false
+    private var grant: AudioSessionGrant?
+    private var _preferredSampleRate: Double = 0
+    private var _preferredIOBufferDuration: TimeInterval = 0
+    private var _preferredInputChannels = 0
+    private var _preferredOutputChannels = 0
+
+    private override init() {
+        super.init()
+        applyStreamProperties()
+    }
+
+    // MARK: Category, mode, options
+
+    public var category: Category { locked { _category } }
+    public var mode: Mode { locked { _mode } }
+    public var categoryOptions: CategoryOptions { locked { _options } }
+    public var routeSharingPolicy: RouteSharingPolicy { locked { _policy } }
+
+    public func setCategory(_ category: Category) throws {
+        try setCategory(category, mode: locked { _mode }, policy: locked { _policy }, options: [])
+    }
+
+    public func setCategory(_ category: Category, options: CategoryOptions = []) throws {
+        try setCategory(category, mode: locked { _mode }, policy: locked { _policy }, options: options)
+    }
+
+    public func setCategory(_ category: Category, mode: Mode, options: CategoryOptions = []) throws {
+        try setCategory(category, mode: mode, policy: locked { _policy }, options: options)
+    }
+
+    public func setCategory(_ category: Category, mode: Mode, policy: RouteSharingPolicy, options: CategoryOptions = []) throws {
+        guard Self.categories.contains(category) else { throw Self.error(.badParam, "unknown category \(category.rawValue)") }
+        guard Self.modes.contains(mode) else { throw Self.error(.badParam, "unknown mode \(mode.rawValue)") }
+        // Apple: mixing and ducking options need a category that plays.
+        if !options.isDisjoint(with: [.mixWithOthers, .duckOthers]) && category == .record {
+            throw Self.error(.badParam, "\(category.rawValue) takes no mixing options")
+        }
+        if options.contains(.defaultToSpeaker) && category != .playAndRecord {
+            throw Self.error(.badParam, "defaultToSpeaker needs playAndRecord")
+        }
+        lock.lock()
+        _category = category
+        _mode = mode
+        _policy = policy
+        _options = options
+        lock.unlock()
+        applyStreamProperties()
+        try reconfigureIfActive()
+    }
+
+    public func setMode(_ mode: Mode) throws {
+        try setCategory(locked { _category }, mode: mode, policy: locked { _policy }, options: locked { _options })
+    }
+
+    static let categories: Set<Category> = [.ambient, .soloAmbient, .playback, .record, .playAndRecord, .multiRoute]
+    static let modes: Set<Mode> = [.default, .voiceChat, .gameChat, .videoRecording, .measurement, .moviePlayback, .videoChat, .spokenAudio, .voicePrompt]
+
+    /// The stream properties a session puts on its output and input streams.
+    ///
+    /// `media.role`: voice and game chat → `phone` (a call: the server corks music and video);
+    /// mixable sessions (ambient, or `mixWithOthers`) → `game`, which the role-cork module leaves
+    /// alone, so they are never interrupted by ordinary playback; movie playback and video
+    /// recording → `video`; other non-mixable playback → `music` (interrupted by a call);
+    /// voice prompts → `event`; recording, measurement and multi-route → `production` (no
+    /// processing, not corked). Voice and video chat also ask for `filter.want=echo-cancel`.
+    package static func streamProperties(category: Category, mode: Mode, options: CategoryOptions) -> (output: [String: String], input: [String: String]) {
+        let mixable = category == .ambient || options.contains(.mixWithOthers)
+        let role: String
+        switch mode {
+        case .voiceChat, .videoChat, .gameChat: role = "phone"
+        case .voicePrompt: role = "event"
+        case .measurement: role = "production"
+        default:
+            if mixable {
+                role = "game"
+            } else if mode == .moviePlayback || mode == .videoRecording {
+                role = "video"
+            } else if category == .record || category == .multiRoute {
+                role = "production"
+            } else {
+                role = "music"
+            }
+        }
+        var output = ["media.role": role]
+        var input = ["media.role": role == "music" || role == "video" || role == "game" ? "production" : role]
+        if mode == .voiceChat || mode == .videoChat {
+            output["filter.want"] = "echo-cancel"
+            input["filter.want"] = "echo-cancel"
+        }
+        return (output, input)
+    }
+
+    private func applyStreamProperties() {
+        let (c, m, o) = locked { (_category, _mode, _options) }
+        let p = Self.streamProperties(category: c, mode: m, options: o)
+        AudioSessionHost.setStreamProperties(output: p.output, input: p.input)
+    }
+
+    // MARK: Activation
+
+    /// Activates the session: opens its stream on the server with the preferred values (the
+    /// current values then report what was granted). Deactivation closes it.
+    public func setActive(_ active: Bool, options: SetActiveOptions = []) throws {
+        if active {
+            try activate()
+        } else {
+            AudioSessionHost.deactivate()
+            lock.lock()
+            self.active = false
+            grant = nil
+            lock.unlock()
+        }
+    }
+
+    private func activate() throws {
+        let (rate, duration, channels) = locked { (_preferredSampleRate, _preferredIOBufferDuration, _preferredOutputChannels) }
+        let device = AudioSessionHost.defaultDevices().output
+        let sampleRate = rate > 0 ? rate : (device?.sampleRate ?? 48000)
+        let outputChannels = channels > 0 ? channels : min(max(device?.channels ?? 2, 1), 8)
+        let ioDuration = duration > 0 ? duration : Self.defaultIOBufferDuration
+        do {
+            let granted = try AudioSessionHost.activate(sampleRate: sampleRate, channels: outputChannels, ioBufferDuration: ioDuration)
+            lock.lock()
+            self.active = true
+            grant = granted
+            lock.unlock()
+        } catch {
+            throw Self.error(.mediaServicesFailed, error.reason)
+        }
+    }
+
+    private func reconfigureIfActive() throws {
+        if locked({ active }) { try activate() }
+    }
+
+    /// The I/O buffer duration used when none is preferred (the queues' server-side default).
+    static let defaultIOBufferDuration: TimeInterval = 0.02
+
+    // MARK: Preferred values
+
+    public var preferredSampleRate: Double { locked { _preferredSampleRate } }
+    public var preferredIOBufferDuration: TimeInterval { locked { _preferredIOBufferDuration } }
+    public var preferredInputNumberOfChannels: Int { locked { _preferredInputChannels } }
+    public var preferredOutputNumberOfChannels: Int { locked { _preferredOutputChannels } }
+
+    /// Stored while inactive, applied at activation; while active the session's stream reopens
+    /// with it. 8 kHz … 384 kHz, or 0 for the device's rate.
+    public func setPreferredSampleRate(_ sampleRate: Double) throws {
+        guard sampleRate == 0 || (8000...384_000).contains(sampleRate) else { throw Self.error(.badParam, "sample rate \(sampleRate) is out of range") }
+        locked { _preferredSampleRate = sampleRate }
+        try reconfigureIfActive()
+    }
+
+    /// 2 ms … 1 s (the server's range), or 0 for the default. Queues opened afterwards ask the
+    /// server for this duration too.
+    public func setPreferredIOBufferDuration(_ duration: TimeInterval) throws {
+        guard duration == 0 || (0.002...1).contains(duration) else { throw Self.error(.badParam, "I/O buffer duration \(duration) is out of range") }
+        locked { _preferredIOBufferDuration = duration }
+        AudioSessionHost.setPreferredIOBufferDuration(duration > 0 ? duration : nil)
+        try reconfigureIfActive()
+    }
+
+    public func setPreferredInputNumberOfChannels(_ count: Int) throws {
+        guard (0...8).contains(count) else { throw Self.error(.badParam, "\(count) input channels") }
+        locked { _preferredInputChannels = count }
+    }
+
+    public func setPreferredOutputNumberOfChannels(_ count: Int) throws {
+        guard (0...8).contains(count) else { throw Self.error(.badParam, "\(count) output channels") }
+        locked { _preferredOutputChannels = count }
+        try reconfigureIfActive()
+    }
+
+    // MARK: Current values
+
+    /// The rate the session's stream runs at once active (the server resamples to the device);
+    /// the default device's rate before.
+    public var sampleRate: Double {
+        if let grant = locked({ grant }) { return grant.sampleRate }
+        return AudioSessionHost.defaultDevices().output?.sampleRate ?? 0
+    }
+
+    /// The buffer duration the server granted the session's stream; the default before activation.
+    public var ioBufferDuration: TimeInterval { locked { grant?.ioBufferDuration } ?? Self.defaultIOBufferDuration }
+
+    public var outputLatency: TimeInterval { locked { grant?.outputLatency } ?? 0 }
+
+    /// On Linux an input stream's latency is its fragment: the I/O buffer duration.
+    public var inputLatency: TimeInterval { ioBufferDuration }
+
+    public var outputNumberOfChannels: Int { AudioSessionHost.defaultDevices().output?.channels ?? 0 }
+    public var inputNumberOfChannels: Int { AudioSessionHost.defaultDevices().input?.channels ?? 0 }
+    public var maximumOutputNumberOfChannels: Int { outputNumberOfChannels }
+    public var maximumInputNumberOfChannels: Int { inputNumberOfChannels }
+    public var isInputAvailable: Bool { AudioSessionHost.defaultDevices().input != nil }
+
+    // MARK: Route
+
+    /// The default sink and source as ports.
+    public var currentRoute: AVAudioSessionRouteDescription {
+        let devices = AudioSessionHost.defaultDevices()
+        let category = self.category
+        let plays = category != .record
+        let records = category == .record || category == .playAndRecord || category == .multiRoute
+        return AVAudioSessionRouteDescription(
+            inputs: records ? devices.input.map { [Self.port($0, output: false)] } ?? [] : [],
+            outputs: plays ? devices.output.map { [Self.port($0, output: true)] } ?? [] : [])
+    }
+
+    /// Apple's port type for a server device: the active port's type, else `device.form_factor`,
+    /// else the bus; a sink is a speaker and a source a built-in microphone when nothing says more.
+    package static func portType(portType: Int?, properties: [String: String], output: Bool) -> Port {
+        let bus = properties["device.bus"] ?? ""
+        if bus == "bluetooth" {
+            let profile = properties["bluetooth.protocol"] ?? properties["api.bluez5.profile"] ?? ""
+            return profile.contains("a2dp") && output ? .bluetoothA2DP : .bluetoothHFP
+        }
+        switch portType {
+        case 2: return .builtInSpeaker
+        case 3: return .headphones
+        case 6: return output ? .headphones : .headsetMic
+        case 7, 8: return .builtInReceiver
+        case 4, 22: return output ? .lineOut : .lineIn
+        case 5: return .builtInMic
+        case 10: return .HDMI
+        case 14: return .usbAudio
+        case 15: return output ? .bluetoothA2DP : .bluetoothHFP
+        case 18: return .carAudio
+        default: break
+        }
+        switch properties["device.form_factor"] ?? "" {
+        case "headphone": return .headphones
+        case "headset": return output ? .headphones : .headsetMic
+        case "handset": return .builtInReceiver
+        case "speaker", "internal": return output ? .builtInSpeaker : .builtInMic
+        case "microphone", "webcam": return output ? .builtInSpeaker : .builtInMic
+        case "hdmi", "tv": return .HDMI
+        case "car": return .carAudio
+        default: break
+        }
+        if bus == "usb" { return .usbAudio }
+        return output ? .builtInSpeaker : .builtInMic
+    }
+
+    static func port(_ device: AudioSessionDevice, output: Bool) -> AVAudioSessionPortDescription {
+        AVAudioSessionPortDescription(
+            portType: portType(portType: device.portType, properties: device.properties, output: output), portName: device.description.isEmpty ? device.name : device.description,
+            uid: device.name, channelCount: device.channels)
+    }
+
+    // MARK: Helpers
+
+    private func locked<T>(_ body: () -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body()
+    }
+
+    static func error(_ code: ErrorCode, _ reason: String) -> NSError {
+        NSError(domain: NSOSStatusErrorDomain, code: code.rawValue, userInfo: [NSLocalizedDescriptionKey: reason])
+    }
+}

@@ -1,0 +1,121 @@
+import AudioHAL
+import Synchronization
+
+/// A device as the audio session describes routes: the server's facts about it.
+package struct AudioSessionDevice: Sendable, Equatable {
+    package var name: String
+    package var description: String
+    package var sampleRate: Double
+    package var channels: Int
+    /// The server's properties (`device.form_factor`, `device.bus`, `bluetooth.protocol`…).
+    package var properties: [String: String]
+    package var portName: String?
+    /// PulseAudio's port type number (`pa_device_port_type_t`): 2 speaker, 3 headphones, 4 line,
+    /// 5 mic, 6 headset, 7 handset, 8 earpiece, 10 HDMI, 14 USB, 15 Bluetooth…; `nil` without ports.
+    package var portType: Int?
+
+    init(_ info: HALDeviceInfo) {
+        name = info.name
+        description = info.description
+        sampleRate = info.sampleRate
+        channels = info.channels
+        properties = info.properties
+        portName = info.portName
+        portType = info.portType?.rawValue
+    }
+}
+
+/// What the session's stream was granted when it activated.
+package struct AudioSessionGrant: Sendable {
+    package var sampleRate: Double
+    package var ioBufferDuration: Double
+    package var outputLatency: Double
+    package var output: AudioSessionDevice
+}
+
+/// The process's audio session as AudioToolbox sees it: the stream properties every queue's
+/// stream carries (`media.role`, `filter.want`), and the session's own stream, a silent corked
+/// playback stream that holds the session's place on the server while it is active (the server's
+/// policy modules see its role) and tells what the server granted.
+///
+/// AVFAudio's `AVAudioSession` drives it; queues read ``streamProperties(output:)`` when they open
+/// a stream.
+package enum AudioSessionHost {
+    private struct State {
+        var output: [String: String] = [:]
+        var input: [String: String] = [:]
+        var ioBufferDuration: Double?
+        var stream: (any HALStream)?
+    }
+
+    private static let state = Mutex<State>(State())
+
+    /// Sets the properties queues' streams carry from now on (streams already open keep theirs).
+    package static func setStreamProperties(output: [String: String], input: [String: String]) {
+        state.withLock {
+            $0.output = output
+            $0.input = input
+        }
+    }
+
+    package static func streamProperties(output: Bool) -> [String: String] {
+        state.withLock { output ? $0.output : $0.input }
+    }
+
+    /// The session's preferred I/O buffer duration: the server-side buffer queues' playback
+    /// streams ask for (instead of their 20 ms default), `nil` for the default.
+    package static func setPreferredIOBufferDuration(_ duration: Double?) {
+        state.withLock { $0.ioBufferDuration = duration }
+    }
+
+    package static var preferredIOBufferDuration: Double? { state.withLock { $0.ioBufferDuration } }
+
+    /// Opens the session's stream (closing a previous one) at `sampleRate` with `ioBufferDuration`
+    /// and returns what the server granted. Throws `kAudioQueueErr_InvalidDevice` without a server.
+    package static func activate(sampleRate: Double, channels: Int, ioBufferDuration: Double) throws(AudioFailure) -> AudioSessionGrant {
+        deactivate()
+        do {
+            let backend = try HAL.backend()
+            let request = HALStreamRequest(
+                format: HALStreamFormat(sampleRate: sampleRate, channels: channels), bufferDuration: ioBufferDuration,
+                name: "AVAudioSession", properties: streamProperties(output: true).merging(["media.name": "AVAudioSession"]) { a, _ in a },
+                startCorked: true)
+            let stream = try backend.openOutput(request, source: SilentSource(channels: channels))
+            state.withLock { $0.stream = stream }
+            return AudioSessionGrant(
+                sampleRate: stream.format.sampleRate, ioBufferDuration: stream.grantedBufferDuration,
+                outputLatency: stream.grantedBufferDuration, output: AudioSessionDevice(stream.device))
+        } catch {
+            throw AudioFailure(
+                error.kind == .noServer ? kAudioQueueErr_InvalidDevice : kAudioQueueErr_CannotStart, "the session's stream cannot open: \(error)")
+        }
+    }
+
+    /// Closes the session's stream.
+    package static func deactivate() {
+        let stream = state.withLock { s -> (any HALStream)? in
+            defer { s.stream = nil }
+            return s.stream
+        }
+        stream?.close()
+    }
+
+    /// The default output and input devices, as the server has them now.
+    package static func defaultDevices() -> (output: AudioSessionDevice?, input: AudioSessionDevice?) {
+        guard let backend = try? HAL.backend() else { return (nil, nil) }
+        let output = (try? backend.outputDevice(named: nil)).map(AudioSessionDevice.init)
+        let input = (try? backend.inputDevice(named: nil)).map(AudioSessionDevice.init)
+        return (output, input)
+    }
+}
+
+/// The session stream's source: silence (it stays corked; this is for the rare uncorked moment).
+private final class SilentSource: HALRenderSource, @unchecked Sendable {
+    let channels: Int
+    init(channels: Int) { self.channels = channels }
+    func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int {
+        output.update(repeating: 0, count: frames * channels)
+        return frames
+    }
+    func streamDidDrain() {}
+}
