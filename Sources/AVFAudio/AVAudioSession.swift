@@ -1,5 +1,4 @@
 public import Foundation
-import Synchronization
 
 /// The process's audio session, on the Linux sound server.
 ///
@@ -32,9 +31,82 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     private var _preferredInputChannels = 0
     private var _preferredOutputChannels = 0
 
+    private var interrupted = false
+    private var wasActiveBeforeLoss = false
+    private var lastRoute: AVAudioSessionRouteDescription?
+    private var seenOutputs: Set<String> = []
+
     private override init() {
         super.init()
         applyStreamProperties()
+        AudioSessionHost.startMonitoring { event in AVAudioSession.shared.handle(event) }
+    }
+
+    // MARK: Server events
+
+    /// Turns the server's events into Apple's notifications. Runs on the session's event thread;
+    /// notifications are posted there (a secondary thread, as Apple's route changes are).
+    private func handle(_ event: AudioSessionEvent) {
+        if event.contains(.serverLost) {
+            lock.lock()
+            wasActiveBeforeLoss = active
+            active = false
+            grant = nil
+            lock.unlock()
+            NotificationCenter.default.post(name: Self.mediaServicesWereLostNotification, object: self)
+        }
+        if event.contains(.serverBack) {
+            if locked({ wasActiveBeforeLoss }) { try? activate() }
+            NotificationCenter.default.post(name: Self.mediaServicesWereResetNotification, object: self)
+        }
+        if event.contains(.interruptionBegan) {
+            let (isActive, mixable, already) = locked { (active, Self.isMixable(_category, _options), interrupted) }
+            if isActive && !mixable && !already {
+                locked { interrupted = true }
+                _ = AudioSessionHost.pausePlayback()
+                NotificationCenter.default.post(
+                    name: Self.interruptionNotification, object: self,
+                    userInfo: [AVAudioSessionInterruptionTypeKey: InterruptionType.began.rawValue, AVAudioSessionInterruptionReasonKey: InterruptionReason.default.rawValue])
+            }
+        }
+        if event.contains(.interruptionEnded) {
+            if locked({ interrupted }) {
+                locked { interrupted = false }
+                NotificationCenter.default.post(
+                    name: Self.interruptionNotification, object: self,
+                    userInfo: [AVAudioSessionInterruptionTypeKey: InterruptionType.ended.rawValue, AVAudioSessionInterruptionOptionKey: InterruptionOptions.shouldResume.rawValue])
+            }
+        }
+        if event.contains(.devices) { checkRoute() }
+    }
+
+    /// Posts a route change when the default devices differ from the last route seen, with the
+    /// reason: the previous output gone → `.oldDeviceUnavailable`; an output not seen before →
+    /// `.newDeviceAvailable`; otherwise `.routeConfigurationChange`.
+    private func checkRoute() {
+        let route = currentRoute
+        let (previous, seen) = locked { (lastRoute, seenOutputs) }
+        locked {
+            lastRoute = route
+            for o in route.outputs { seenOutputs.insert(o.uid) }
+        }
+        guard let previous, previous != route else { return }
+        let reason: RouteChangeReason
+        let previousOutput = previous.outputs.first?.uid
+        if let previousOutput, !AudioSessionHost.outputExists(previousOutput) {
+            reason = .oldDeviceUnavailable
+        } else if let now = route.outputs.first?.uid, !seen.contains(now) {
+            reason = .newDeviceAvailable
+        } else {
+            reason = .routeConfigurationChange
+        }
+        NotificationCenter.default.post(
+            name: Self.routeChangeNotification, object: self,
+            userInfo: [AVAudioSessionRouteChangeReasonKey: reason.rawValue, AVAudioSessionRouteChangePreviousRouteKey: previous])
+    }
+
+    static func isMixable(_ category: Category, _ options: CategoryOptions) -> Bool {
+        category == .ambient || options.contains(.mixWithOthers)
     }
 
     // MARK: Category, mode, options
@@ -152,6 +224,13 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             self.active = true
             grant = granted
             lock.unlock()
+            if locked({ lastRoute == nil }) {
+                let route = currentRoute
+                locked {
+                    lastRoute = route
+                    for o in route.outputs { seenOutputs.insert(o.uid) }
+                }
+            }
         } catch {
             throw Self.error(.mediaServicesFailed, error.reason)
         }

@@ -22,6 +22,9 @@ package struct HALStreamRequest: Sendable {
     package var properties: [String: String]
     /// Start without consuming data until ``HALStream/setCorked(_:)`` says otherwise.
     package var startCorked: Bool
+    /// Report the server's cork and uncork requests for this stream through the backend's
+    /// ``HALEvents`` (the audio session's own stream).
+    package var reportsPolicyEvents = false
     /// The device's server name, or `nil` for the default device.
     package var device: String?
 
@@ -141,6 +144,8 @@ package protocol HALStream: AnyObject, Sendable {
 package protocol AudioBackend: AnyObject, Sendable {
     /// A short name: `pulse`, `virtual`.
     var name: String { get }
+    /// Device, policy and connection events of this backend.
+    var events: HALEvents { get }
     /// The playback device named `name` (the server's name), or the default one for `nil`.
     func outputDevice(named name: String?) throws(HALError) -> HALDeviceInfo
     /// The capture device named `name` (the server's name), or the default one for `nil`.

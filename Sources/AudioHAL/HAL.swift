@@ -21,4 +21,12 @@ package enum HAL {
         }
         return try result.get()
     }
+
+    /// Forgets `backend` if it is the shared one (its server went away): the next ``backend()``
+    /// connects afresh. Streams opened on it keep it alive and report errors from then on.
+    package static func discard(_ backend: any AudioBackend) {
+        current.withLock { slot in
+            if let b = slot, b === backend { slot = nil }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 internal import CPulseAudio
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -16,8 +17,23 @@ import Glibc
 /// machine without a server gets an error, never a surprise daemon.
 package final class PulseBackend: AudioBackend, @unchecked Sendable {
     package let name = "pulse"
+    package let events: HALEvents
     let mainloop: OpaquePointer
     let context: OpaquePointer
+    /// What the context's callbacks reach: the main loop to signal and the events to raise.
+    private let callbacks: ContextCallbacks
+
+    private final class ContextCallbacks: @unchecked Sendable {
+        let mainloop: OpaquePointer
+        let events: HALEvents
+        /// Set once connected, cleared before our own disconnect: a failure in between is the
+        /// server going away.
+        let connected = Atomic<Bool>(false)
+        init(mainloop: OpaquePointer, events: HALEvents) {
+            self.mainloop = mainloop
+            self.events = events
+        }
+    }
 
     /// Connects to the server at `server` (a libpulse server string), or the default one.
     package init(server: String? = nil, applicationName: String = ProcessInfo.processInfo.processName) throws(HALError) {
@@ -35,9 +51,19 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
         pa_proplist_free(props)
         mainloop = ml
         context = ctx
-        pa_context_set_state_callback(ctx, { _, userData in
-            pa_threaded_mainloop_signal(OpaquePointer(userData), 0)
-        }, UnsafeMutableRawPointer(ml))
+        let events = HALEvents()
+        self.events = events
+        let callbacks = ContextCallbacks(mainloop: ml, events: events)
+        self.callbacks = callbacks
+        let box = Unmanaged.passUnretained(callbacks).toOpaque()
+        pa_context_set_state_callback(ctx, { c, userData in
+            let box = Unmanaged<ContextCallbacks>.fromOpaque(userData!).takeUnretainedValue()
+            let state = pa_context_get_state(c)
+            if (state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED) && box.connected.exchange(false, ordering: .relaxed) {
+                box.events.raise(.serverLost)
+            }
+            pa_threaded_mainloop_signal(box.mainloop, 0)
+        }, box)
 
         if pa_context_connect(ctx, server, PA_CONTEXT_NOAUTOSPAWN, nil) < 0 {
             let code = pa_context_errno(ctx)
@@ -57,6 +83,13 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
             }
             pa_threaded_mainloop_wait(ml)
         }
+        callbacks.connected.store(true, ordering: .relaxed)
+        // Device and default changes, for the audio session's routes.
+        pa_context_set_subscribe_callback(ctx, { _, _, _, userData in
+            Unmanaged<ContextCallbacks>.fromOpaque(userData!).takeUnretainedValue().events.raise(.devices)
+        }, box)
+        let mask = PA_SUBSCRIPTION_MASK_SINK.rawValue | PA_SUBSCRIPTION_MASK_SOURCE.rawValue | PA_SUBSCRIPTION_MASK_SERVER.rawValue
+        if let op = pa_context_subscribe(ctx, pa_subscription_mask_t(rawValue: mask), nil, nil) { pa_operation_unref(op) }
         pa_threaded_mainloop_unlock(ml)
         requestRealTimeScheduling()
     }
@@ -83,8 +116,16 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
         box.done.wait(timeout: 5)
     }
 
+    /// Set by the first ``shutDown(started:)``: an initializer that fails after setting every
+    /// property shuts down, and then `deinit` runs too; the second call must do nothing.
+    private var isShutDown = false
+
     private func shutDown(started: Bool) {
+        guard !isShutDown else { return }
+        isShutDown = true
+        callbacks.connected.store(false, ordering: .relaxed)
         if started { pa_threaded_mainloop_stop(mainloop) }
+        pa_context_set_subscribe_callback(context, nil, nil)
         pa_context_set_state_callback(context, nil, nil)
         pa_context_disconnect(context)
         pa_context_unref(context)

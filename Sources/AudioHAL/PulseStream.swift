@@ -21,6 +21,11 @@ final class PulseStream: HALStream, @unchecked Sendable {
     private var position: Int64 = 0
     private let xruns = Atomic<Int>(0)
     private(set) var grantedBufferDuration: Double = 0
+    /// Whether a C string is PulseAudio's event name `event` (`PA_STREAM_EVENT_REQUEST_CORK`…),
+    /// compared without allocating.
+    static func isEvent(_ name: UnsafePointer<CChar>, _ event: StaticString) -> Bool {
+        strcmp(name, UnsafeRawPointer(event.utf8Start).assumingMemoryBound(to: CChar.self)) == 0
+    }
     private var selfReference: Unmanaged<PulseStream>?
     /// The pending `pa_stream_drain`, kept so that `close` can cancel it (libpulse may otherwise
     /// call back into a freed stream). Guarded by the main loop lock.
@@ -71,6 +76,15 @@ final class PulseStream: HALStream, @unchecked Sendable {
                 return
             }
             stream = s
+            if request.reportsPolicyEvents {
+                pa_stream_set_event_callback(s, { _, name, _, ud in
+                    // Server thread: compare without allocating, raise, return.
+                    guard let name else { return }
+                    let events = Unmanaged<HALEvents>.fromOpaque(ud!).takeUnretainedValue()
+                    if PulseStream.isEvent(name, "request-cork") { events.raise(.corkRequested) }
+                    if PulseStream.isEvent(name, "request-uncork") { events.raise(.uncorkRequested) }
+                }, Unmanaged.passUnretained(backend.events).toOpaque())
+            }
             pa_stream_set_state_callback(s, { _, ud in
                 let me = Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue()
                 pa_threaded_mainloop_signal(me.backend.mainloop, 0)

@@ -9,6 +9,7 @@ import Synchronization
 /// ``inputSignal``. Host time is derived from the rendered frames, never from the wall clock.
 package final class VirtualBackend: AudioBackend, @unchecked Sendable {
     package let name = "virtual"
+    package let events = HALEvents()
     package let device: HALDeviceInfo
     private let lock = Mutex<[VirtualStream]>([])
     private let frames = Atomic<Int64>(0)

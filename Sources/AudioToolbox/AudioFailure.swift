@@ -32,6 +32,9 @@ final class LiveObjects<T: AnyObject & Sendable>: Sendable {
         guard let ref else { return nil }
         return live.withLock { $0[Self.key(ref)] }
     }
+
+    /// Every live object, at this moment.
+    func all() -> [T] { live.withLock { Array($0.values) } }
 }
 
 let liveQueues = LiveObjects<AudioQueueObject>()

@@ -1,4 +1,5 @@
 import AudioHAL
+import Foundation
 import Synchronization
 
 /// A device as the audio session describes routes: the server's facts about it.
@@ -80,7 +81,9 @@ package enum AudioSessionHost {
                 format: HALStreamFormat(sampleRate: sampleRate, channels: channels), bufferDuration: ioBufferDuration,
                 name: "AVAudioSession", properties: streamProperties(output: true).merging(["media.name": "AVAudioSession"]) { a, _ in a },
                 startCorked: true)
-            let stream = try backend.openOutput(request, source: SilentSource(channels: channels))
+            var policyRequest = request
+            policyRequest.reportsPolicyEvents = true
+            let stream = try backend.openOutput(policyRequest, source: SilentSource(channels: channels))
             state.withLock { $0.stream = stream }
             return AudioSessionGrant(
                 sampleRate: stream.format.sampleRate, ioBufferDuration: stream.grantedBufferDuration,
@@ -100,12 +103,98 @@ package enum AudioSessionHost {
         stream?.close()
     }
 
+    /// Whether the server still has an output device of that name.
+    package static func outputExists(_ name: String) -> Bool {
+        guard let backend = try? HAL.backend() else { return false }
+        return (try? backend.outputDevice(named: name)) != nil
+    }
+
     /// The default output and input devices, as the server has them now.
     package static func defaultDevices() -> (output: AudioSessionDevice?, input: AudioSessionDevice?) {
         guard let backend = try? HAL.backend() else { return (nil, nil) }
         let output = (try? backend.outputDevice(named: nil)).map(AudioSessionDevice.init)
         let input = (try? backend.inputDevice(named: nil)).map(AudioSessionDevice.init)
         return (output, input)
+    }
+}
+
+/// What the server did that the session answers for.
+package struct AudioSessionEvent: OptionSet, Sendable {
+    package let rawValue: UInt32
+    package init(rawValue: UInt32) { self.rawValue = rawValue }
+    /// Devices or the server's defaults changed: the route may have.
+    package static let devices = AudioSessionEvent(rawValue: 1)
+    /// The server asked the session's stream to cork (a call started).
+    package static let interruptionBegan = AudioSessionEvent(rawValue: 2)
+    /// The server asked it to uncork (the call ended).
+    package static let interruptionEnded = AudioSessionEvent(rawValue: 4)
+    /// The connection to the server died.
+    package static let serverLost = AudioSessionEvent(rawValue: 8)
+    /// A server answers again after a loss.
+    package static let serverBack = AudioSessionEvent(rawValue: 16)
+}
+
+extension AudioSessionHost {
+    private static let monitor = Mutex<Thread?>(nil)
+
+    /// Starts, once, the thread that turns the server's events into `handler` calls. The handler
+    /// runs on that thread (never the server thread), one call at a time. After a loss it
+    /// reconnects on its own, waiting 50 ms, then twice as long each try, up to 1 s.
+    package static func startMonitoring(_ handler: @escaping @Sendable (AudioSessionEvent) -> Void) {
+        monitor.withLock { thread in
+            guard thread == nil else { return }
+            let t = Thread { monitorLoop(handler) }
+            t.name = "AVAudioSession events"
+            t.start()
+            thread = t
+        }
+    }
+
+    private static func monitorLoop(_ handler: @Sendable (AudioSessionEvent) -> Void) {
+        var lost = false
+        var backoff = 0.05
+        while true {
+            guard let backend = try? HAL.backend() else {
+                Thread.sleep(forTimeInterval: backoff)
+                backoff = min(backoff * 2, 1)
+                continue
+            }
+            if lost {
+                lost = false
+                backoff = 0.05
+                handler(.serverBack)
+            }
+            backend.events.wakeup.wait(timeout: 0.5)
+            let raised = backend.events.take()
+            var event: AudioSessionEvent = []
+            if raised.contains(.devices) { event.insert(.devices) }
+            if raised.contains(.corkRequested) { event.insert(.interruptionBegan) }
+            if raised.contains(.uncorkRequested) { event.insert(.interruptionEnded) }
+            if raised.contains(.serverLost) {
+                event.insert(.serverLost)
+                HAL.discard(backend)
+                let dead = state.withLock { s -> (any HALStream)? in
+                    defer { s.stream = nil }
+                    return s.stream
+                }
+                dead?.close()
+                lost = true
+            }
+            if !event.isEmpty { handler(event) }
+        }
+    }
+
+    /// Pauses every running playback queue of the process, as an interruption does on iOS, and
+    /// returns how many it paused. The app resumes them (`AudioQueueStart`) after `.ended`.
+    package static func pausePlayback() -> Int {
+        var paused = 0
+        for queue in liveQueues.all() where queue.isOutput {
+            queue.lock.lock()
+            let running = queue.isRunning == 1
+            queue.lock.unlock()
+            if running && AudioQueuePause(queue.ref) == noErr { paused += 1 }
+        }
+        return paused
     }
 }
 

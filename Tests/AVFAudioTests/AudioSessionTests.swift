@@ -108,7 +108,12 @@ final class AudioSessionServerTests: XCTestCase {
         XCTAssertEqual(session.preferredSampleRate, 44100)
         XCTAssertEqual(session.ioBufferDuration, 0.02, accuracy: 1e-9, "inactive: the default")
         try session.setActive(true)
-        defer { try? session.setActive(false) }
+        defer {
+            // The session is the process's: leave it as the other tests expect it.
+            try? session.setActive(false)
+            try? session.setPreferredIOBufferDuration(0)
+            try? session.setPreferredSampleRate(0)
+        }
         XCTAssertEqual(session.preferredIOBufferDuration, 0.005, "preferred values read back unchanged")
         XCTAssertEqual(session.preferredSampleRate, 44100)
         XCTAssertEqual(session.sampleRate, 44100)
@@ -127,5 +132,160 @@ final class AudioSessionServerTests: XCTestCase {
         // Deactivation closes the stream.
         try session.setActive(false)
         XCTAssertFalse(try server.pactl(["list", "sink-inputs"]).contains("AVAudioSession"))
+    }
+}
+
+/// A playback queue that plays a 1 kHz tone for as long as it runs.
+final class TonePlayer: @unchecked Sendable {
+    var queue: AudioQueueRef?
+    var phase = 0.0
+    let lock = NSLock()
+
+    static let callback: AudioQueueOutputCallback = { userData, queue, buffer in
+        let me = Unmanaged<TonePlayer>.fromOpaque(userData!).takeUnretainedValue()
+        me.lock.lock()
+        let frames = Int(buffer.pointee.mAudioDataBytesCapacity) / 4
+        let out = buffer.pointee.mAudioData.assumingMemoryBound(to: Float.self)
+        for i in 0..<frames {
+            out[i] = Float(0.4 * sin(me.phase))
+            me.phase += 2 * Double.pi * 1000 / 48000
+        }
+        me.lock.unlock()
+        buffer.pointee.mAudioDataByteSize = UInt32(frames * 4)
+        AudioQueueEnqueueBuffer(queue, buffer, 0, nil)
+    }
+
+    func start() throws {
+        var format = AudioStreamBasicDescription(
+            mSampleRate: 48000, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked, mBytesPerPacket: 4,
+            mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
+        XCTAssertEqual(AudioQueueNewOutput(&format, Self.callback, Unmanaged.passUnretained(self).toOpaque(), nil, nil, 0, &queue), noErr)
+        for _ in 0..<3 {
+            var buffer: AudioQueueBufferRef?
+            XCTAssertEqual(AudioQueueAllocateBuffer(queue!, 4 * 960, &buffer), noErr)
+            Self.callback(Unmanaged.passUnretained(self).toOpaque(), queue!, buffer!)
+        }
+        XCTAssertEqual(AudioQueueStart(queue!, nil), noErr)
+    }
+
+    func stop() {
+        if let queue { AudioQueueDispose(queue, true) }
+        queue = nil
+    }
+}
+
+/// Collects one notification's posts.
+final class NotificationLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var posts: [(time: Date, info: [AnyHashable: Any])] = []
+    private var token: (any NSObjectProtocol)?
+
+    init(_ name: Notification.Name) {
+        token = NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { [weak self] note in
+            guard let self else { return }
+            self.lock.lock()
+            self.posts.append((Date(), note.userInfo ?? [:]))
+            self.lock.unlock()
+        }
+    }
+
+    deinit { if let token { NotificationCenter.default.removeObserver(token) } }
+
+    var all: [(time: Date, info: [AnyHashable: Any])] {
+        lock.lock()
+        defer { lock.unlock() }
+        return posts
+    }
+}
+
+extension AudioSessionServerTests {
+    /// Acceptance 2: a call (a `media.role=phone` stream of another process) interrupts a
+    /// non-mixable playback session within 200 ms and silences it; when the call ends the session
+    /// hears `.ended` with `.shouldResume` and plays again when it resumes.
+    func testPhoneCallInterruptsPlaybackAndEnds() throws {
+        let server = try TestSound.server()
+        let session = AVAudioSession.sharedInstance()
+        try session.setCategory(.playback, mode: .default, options: [])
+        try session.setPreferredIOBufferDuration(0)
+        try session.setPreferredSampleRate(0)
+        try session.setActive(true)
+        defer { try? session.setActive(false) }
+        let log = NotificationLog(AVAudioSession.interruptionNotification)
+        let player = TonePlayer()
+        try player.start()
+        defer { player.stop() }
+        let capture = try SignalCapture(server: server, device: "speaker.monitor")
+        try capture.waitFor(frames: 9600, timeout: 5)
+        XCTAssertGreaterThan(SignalAnalysis.rmsDB(capture.samples()[0].suffix(4800)), -20, "the tone plays")
+
+        // The call: another process's phone stream, 1.5 s of quiet hum into the speaker.
+        let callStart = Date()
+        let call = try SignalPlayer(server: server, device: "speaker", samples: [Float](repeating: 0.001, count: 72000), sampleRate: 48000,
+                                    properties: ["media.role": "phone"])
+        XCTAssertTrue(waitUntil(timeout: 2) { !log.all.isEmpty }, "no interruption")
+        let began = try XCTUnwrap(log.all.first)
+        XCTAssertEqual(began.info[AVAudioSessionInterruptionTypeKey] as? UInt, AVAudioSession.InterruptionType.began.rawValue)
+        XCTAssertLessThan(began.time.timeIntervalSince(callStart), 0.2 + 0.15, "began within 200 ms of the call's stream (plus pacat's start-up)")
+        let mark = capture.frameCount
+        try capture.waitFor(frames: mark + 14400, timeout: 5)
+        XCTAssertLessThan(SignalAnalysis.rmsDB(capture.samples()[0].suffix(4800)), -40, "the session went silent")
+
+        call.waitUntilDone()
+        XCTAssertTrue(waitUntil(timeout: 3) { log.all.count >= 2 }, "no end of interruption")
+        let ended = log.all[1]
+        XCTAssertEqual(ended.info[AVAudioSessionInterruptionTypeKey] as? UInt, AVAudioSession.InterruptionType.ended.rawValue)
+        XCTAssertEqual(ended.info[AVAudioSessionInterruptionOptionKey] as? UInt, AVAudioSession.InterruptionOptions.shouldResume.rawValue)
+        // Resume as an app does.
+        XCTAssertEqual(AudioQueueStart(player.queue!, nil), noErr)
+        let resumed = capture.frameCount
+        try capture.waitFor(frames: resumed + 14400, timeout: 5)
+        XCTAssertGreaterThan(SignalAnalysis.rmsDB(capture.samples()[0].suffix(4800)), -20, "playing again after resuming")
+        _ = capture.stop()
+    }
+
+    /// Acceptance 2, second half: a mixable session is not interrupted by another music stream
+    /// (nor by anything: its role is not one the server corks).
+    func testMixableSessionIsNotInterrupted() throws {
+        let server = try TestSound.server()
+        let session = AVAudioSession.sharedInstance()
+        try session.setCategory(.playback, mode: .default, options: .mixWithOthers)
+        try session.setActive(true)
+        defer {
+            try? session.setActive(false)
+            try? session.setCategory(.soloAmbient)
+        }
+        let log = NotificationLog(AVAudioSession.interruptionNotification)
+        let music = try SignalPlayer(server: server, device: "speaker", samples: [Float](repeating: 0.001, count: 24000), sampleRate: 48000,
+                                     properties: ["media.role": "music"])
+        music.waitUntilDone()
+        let phone = try SignalPlayer(server: server, device: "speaker", samples: [Float](repeating: 0.001, count: 24000), sampleRate: 48000,
+                                     properties: ["media.role": "phone"])
+        phone.waitUntilDone()
+        XCTAssertFalse(waitUntil(timeout: 0.5) { !log.all.isEmpty }, "a mixable session was interrupted")
+    }
+
+    /// Acceptance 3: a headphone sink made default is a route change to `.headphones`; removing
+    /// it is `.oldDeviceUnavailable` with the headphones as the previous route.
+    func testHeadphonesComeAndGo() throws {
+        let server = try TestSound.server()
+        let session = AVAudioSession.sharedInstance()
+        try session.setCategory(.playback)
+        try session.setActive(true)
+        defer { try? session.setActive(false) }
+        let log = NotificationLog(AVAudioSession.routeChangeNotification)
+        let module = try server.pactl(["load-module", "module-null-sink", "sink_name=phones", "sink_properties=device.form_factor=headphone"])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try server.pactl(["set-default-sink", "phones"])
+        XCTAssertTrue(waitUntil(timeout: 3) { session.currentRoute.outputs.first?.portType == .headphones && !log.all.isEmpty }, "no route change to headphones")
+        let arrived = try XCTUnwrap(log.all.last)
+        XCTAssertEqual(arrived.info[AVAudioSessionRouteChangeReasonKey] as? UInt, AVAudioSession.RouteChangeReason.newDeviceAvailable.rawValue)
+        let count = log.all.count
+        _ = try server.pactl(["unload-module", module])
+        XCTAssertTrue(waitUntil(timeout: 3) { log.all.count > count && session.currentRoute.outputs.first?.uid == "speaker" }, "no route change back")
+        let gone = try XCTUnwrap(log.all.last)
+        XCTAssertEqual(gone.info[AVAudioSessionRouteChangeReasonKey] as? UInt, AVAudioSession.RouteChangeReason.oldDeviceUnavailable.rawValue)
+        let previous = try XCTUnwrap(gone.info[AVAudioSessionRouteChangePreviousRouteKey] as? AVAudioSessionRouteDescription)
+        XCTAssertEqual(previous.outputs.first?.portType, .headphones)
+        _ = try server.pactl(["set-default-sink", "speaker"])
     }
 }
