@@ -44,16 +44,22 @@ public final class PrivatePulseServer: @unchecked Sendable {
             """
         let config = dir.appendingPathComponent("default.pa")
         try script.write(to: config, atomically: true, encoding: .utf8)
+        try launch(timeout: timeout)
+    }
+
+    /// Starts the daemon and its keepers in ``directory`` and waits until it serves.
+    private func launch(timeout: Double) throws {
         let pulseaudio = Self.which("pulseaudio")
         guard let pulseaudio else { throw Failure(description: "pulseaudio is not installed (apt-get install pulseaudio)") }
         var env = ProcessInfo.processInfo.environment
+        let dir = directory
         env["HOME"] = dir.path
         env["XDG_RUNTIME_DIR"] = dir.path
         env["PULSE_RUNTIME_PATH"] = dir.appendingPathComponent("runtime").path
         env["PULSE_STATE_PATH"] = dir.appendingPathComponent("state").path
         env["PULSE_SERVER"] = nil
         let p = try ChildProcess(pulseaudio, [
-            "-n", "-F", config.path, "--daemonize=no", "--exit-idle-time=20", "--use-pid-file=no",
+            "-n", "-F", directory.appendingPathComponent("default.pa").path, "--daemonize=no", "--exit-idle-time=20", "--use-pid-file=no",
             "--disallow-exit=no", "--log-target=file:\(dir.appendingPathComponent("server.log").path)", "--log-level=notice",
             "--realtime=yes", "--high-priority=yes",
         ], environment: env)
@@ -96,6 +102,19 @@ public final class PrivatePulseServer: @unchecked Sendable {
     }
 
     deinit { stop() }
+
+    /// Kills the daemon without warning (SIGKILL), as a crash would: clients see the connection drop.
+    public func crash() {
+        for keeper in keepers { keeper.terminate() }
+        keepers = []
+        process?.terminate(SIGKILL)
+        process = nil
+    }
+
+    /// Starts the daemon again after ``crash()``, in the same directory and on the same socket.
+    public func restart(timeout: Double = 10) throws {
+        try launch(timeout: timeout)
+    }
 
     /// Stops the server and removes its directory.
     public func stop() {

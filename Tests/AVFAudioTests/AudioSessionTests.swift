@@ -289,3 +289,40 @@ extension AudioSessionServerTests {
         _ = try server.pactl(["set-default-sink", "speaker"])
     }
 }
+
+extension AudioSessionServerTests {
+    /// Acceptance 4: the server dies during playback → lost within 1 s; it comes back → reset
+    /// within 5 s; the old player fails quietly and a new one plays.
+    func testMediaServicesLostAndReset() throws {
+        let server = try TestSound.server()
+        let session = AVAudioSession.sharedInstance()
+        try session.setCategory(.playback)
+        try session.setActive(true)
+        defer { try? session.setActive(false) }
+        let lost = NotificationLog(AVAudioSession.mediaServicesWereLostNotification)
+        let reset = NotificationLog(AVAudioSession.mediaServicesWereResetNotification)
+        let old = TonePlayer()
+        try old.start()
+        let killed = Date()
+        server.crash()
+        XCTAssertTrue(waitUntil(timeout: 1) { !lost.all.isEmpty }, "no lost notification within 1 s")
+        print("media services lost after \(Date().timeIntervalSince(killed)) s")
+        let restarted = Date()
+        try server.restart()
+        XCTAssertTrue(waitUntil(timeout: 5) { !reset.all.isEmpty }, "no reset notification within 5 s of the restart")
+        print("media services reset \(reset.all.first.map { $0.time.timeIntervalSince(restarted) } ?? -1) s after the restart began")
+        // The old queue's stream died with the server: its calls return, they do not crash.
+        _ = AudioQueuePause(old.queue!)
+        _ = AudioQueueStart(old.queue!, nil)
+        old.stop()
+        // A new player plays on the new server.
+        let capture = try SignalCapture(server: server, device: "speaker.monitor")
+        let player = TonePlayer()
+        try player.start()
+        defer { player.stop() }
+        try capture.waitFor(frames: 24000, timeout: 5)
+        let heard = capture.stop()[0]
+        XCTAssertGreaterThan(SignalAnalysis.rmsDB(heard.suffix(4800)), -20, "a new player plays after the reset")
+        XCTAssertEqual(SignalAnalysis.frequency(heard.suffix(4800), sampleRate: 48000), 1000, accuracy: 5)
+    }
+}
