@@ -13,6 +13,9 @@ public import Foundation
 ///   the session is active. Changing a preferred value while active reopens it.
 /// - The route is the default sink and source; their active port type (or `device.form_factor`
 ///   where there are no ports) gives Apple's port type.
+/// - `duckOthers` lowers other clients' music and video streams to 20 % of their volume on the
+///   server's scale (module-role-ducking's default level, −42 dB) while the session is active.
+/// - Notifications are posted on the session's event thread, not the main thread.
 public final class AVAudioSession: NSObject, @unchecked Sendable {
     private static let shared = AVAudioSession()
 
@@ -105,8 +108,9 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             userInfo: [AVAudioSessionRouteChangeReasonKey: reason.rawValue, AVAudioSessionRouteChangePreviousRouteKey: previous])
     }
 
+    /// Ambient mixes; so do `mixWithOthers` and `duckOthers` (which implies it, as on iOS).
     static func isMixable(_ category: Category, _ options: CategoryOptions) -> Bool {
-        category == .ambient || options.contains(.mixWithOthers)
+        category == .ambient || !options.isDisjoint(with: [.mixWithOthers, .duckOthers])
     }
 
     // MARK: Category, mode, options
@@ -164,7 +168,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     /// voice prompts → `event`; recording, measurement and multi-route → `production` (no
     /// processing, not corked). Voice and video chat also ask for `filter.want=echo-cancel`.
     package static func streamProperties(category: Category, mode: Mode, options: CategoryOptions) -> (output: [String: String], input: [String: String]) {
-        let mixable = category == .ambient || options.contains(.mixWithOthers)
+        let mixable = isMixable(category, options)
         let role: String
         switch mode {
         case .voiceChat, .videoChat, .gameChat: role = "phone"
@@ -205,6 +209,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             try activate()
         } else {
             AudioSessionHost.deactivate()
+            AudioSessionHost.unduckOthers()
             lock.lock()
             self.active = false
             grant = nil
@@ -223,7 +228,9 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             lock.lock()
             self.active = true
             grant = granted
+            let duck = _options.contains(.duckOthers)
             lock.unlock()
+            if duck { AudioSessionHost.duckOthers() } else { AudioSessionHost.unduckOthers() }
             if locked({ lastRoute == nil }) {
                 let route = currentRoute
                 locked {
@@ -300,6 +307,16 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     public var maximumOutputNumberOfChannels: Int { outputNumberOfChannels }
     public var maximumInputNumberOfChannels: Int { inputNumberOfChannels }
     public var isInputAvailable: Bool { AudioSessionHost.defaultDevices().input != nil }
+
+    /// Whether another client's playback stream is playing on the server now.
+    public var isOtherAudioPlaying: Bool { AudioSessionHost.otherAudioPlaying() }
+
+    /// On Linux the same question as ``isOtherAudioPlaying``: there is no primary/secondary
+    /// distinction between applications.
+    public var secondaryAudioShouldBeSilencedHint: Bool { isOtherAudioPlaying }
+
+    /// The default sink's volume, 0 … 1 (the server's percentage; above 100 % reads as 1).
+    public var outputVolume: Float { Float(min(AudioSessionHost.outputVolume() ?? 0, 1)) }
 
     // MARK: Route
 

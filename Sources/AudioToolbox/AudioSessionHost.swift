@@ -103,6 +103,46 @@ package enum AudioSessionHost {
         stream?.close()
     }
 
+    /// Whether another client's playback stream is playing (not corked, not muted).
+    package static func otherAudioPlaying() -> Bool {
+        guard let backend = (try? HAL.backend()) as? PulseBackend else { return false }
+        return backend.otherPlaybackStreams().contains { !$0.corked && !$0.muted }
+    }
+
+    /// The default sink's volume on the server's scale (0 … 1 for 0 … 100 %), `nil` without one.
+    package static func outputVolume() -> Double? {
+        ((try? HAL.backend()) as? PulseBackend)?.defaultOutputVolume()
+    }
+
+    private static let ducked = Mutex<[(index: UInt32, channels: Int, volume: Double)]>([])
+
+    /// The duck level of PulseAudio's module-role-ducking (its default `volume=20%`): other
+    /// clients' music and video streams are set to this fraction of their volume.
+    package static let duckLevel = 0.2
+
+    /// Lowers other clients' music and video streams (and streams without a role) to
+    /// ``duckLevel`` of their volume, remembering what to restore.
+    package static func duckOthers() {
+        guard let backend = (try? HAL.backend()) as? PulseBackend else { return }
+        unduckOthers()
+        var saved: [(index: UInt32, channels: Int, volume: Double)] = []
+        for stream in backend.otherPlaybackStreams() where stream.role == nil || stream.role == "music" || stream.role == "video" {
+            saved.append((stream.index, stream.channels, stream.volume))
+            backend.setPlaybackStreamVolume(index: stream.index, channels: stream.channels, volume: stream.volume * duckLevel)
+        }
+        ducked.withLock { $0 = saved }
+    }
+
+    /// Restores what ``duckOthers()`` lowered (streams that ended meanwhile are gone anyway).
+    package static func unduckOthers() {
+        let saved = ducked.withLock { s -> [(index: UInt32, channels: Int, volume: Double)] in
+            defer { s = [] }
+            return s
+        }
+        guard !saved.isEmpty, let backend = (try? HAL.backend()) as? PulseBackend else { return }
+        for s in saved { backend.setPlaybackStreamVolume(index: s.index, channels: s.channels, volume: s.volume) }
+    }
+
     /// Whether the server still has an output device of that name.
     package static func outputExists(_ name: String) -> Bool {
         guard let backend = try? HAL.backend() else { return false }

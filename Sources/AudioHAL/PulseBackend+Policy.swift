@@ -1,0 +1,77 @@
+internal import CPulseAudio
+import Foundation
+
+/// Another client's playback stream, as the audio session sees it.
+package struct HALPlaybackStream: Sendable {
+    package var index: UInt32
+    package var role: String?
+    package var corked: Bool
+    package var muted: Bool
+    /// The stream's volume on the server's scale (1 = 100 %, unchanged; the scale is cubic:
+    /// 20 % is −42 dB), averaged over channels.
+    package var volume: Double
+    package var channels: Int
+}
+
+extension PulseBackend {
+    /// Playback streams of other clients (this connection's own are left out).
+    package func otherPlaybackStreams() -> [HALPlaybackStream] {
+        final class Box: @unchecked Sendable {
+            let mainloop: OpaquePointer
+            let me: UInt32
+            var streams: [HALPlaybackStream] = []
+            init(mainloop: OpaquePointer, me: UInt32) {
+                self.mainloop = mainloop
+                self.me = me
+            }
+        }
+        return locked {
+            let box = Box(mainloop: mainloop, me: pa_context_get_index(context))
+            self.await(pa_context_get_sink_input_info_list(context, { _, info, eol, ud in
+                let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
+                if eol == 0, let i = info?.pointee, i.client != box.me {
+                    let properties = PulseBackend.properties(i.proplist)
+                    var volume = i.volume
+                    box.streams.append(HALPlaybackStream(
+                        index: i.index, role: properties["media.role"], corked: i.corked != 0, muted: i.mute != 0,
+                        volume: Double(pa_cvolume_avg(&volume)) / Double(PA_VOLUME_NORM), channels: Int(i.volume.channels)))
+                }
+                if eol != 0 { pa_threaded_mainloop_signal(box.mainloop, 0) }
+            }, Unmanaged.passUnretained(box).toOpaque()))
+            return box.streams
+        }
+    }
+
+    /// Sets another client's playback stream to `volume` (the server's scale, as
+    /// ``HALPlaybackStream/volume``) on every channel; the server's `pa_context_set_sink_input_volume`.
+    package func setPlaybackStreamVolume(index: UInt32, channels: Int, volume: Double) {
+        locked {
+            var cv = pa_cvolume()
+            let raw = pa_volume_t(min(max(volume, 0), 4) * Double(PA_VOLUME_NORM))
+            pa_cvolume_set(&cv, UInt32(max(channels, 1)), raw)
+            self.await(pa_context_set_sink_input_volume(context, index, &cv, { _, _, ud in
+                pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
+            }, UnsafeMutableRawPointer(mainloop)))
+        }
+    }
+
+    /// The default sink's volume on the server's scale, averaged over channels.
+    package func defaultOutputVolume() -> Double? {
+        final class Box: @unchecked Sendable {
+            let mainloop: OpaquePointer
+            var volume: Double?
+            init(_ mainloop: OpaquePointer) { self.mainloop = mainloop }
+        }
+        return locked {
+            let box = Box(mainloop)
+            self.await(pa_context_get_sink_info_by_name(context, "@DEFAULT_SINK@", { _, info, eol, ud in
+                let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
+                if eol == 0, var v = info?.pointee.volume {
+                    box.volume = Double(pa_cvolume_avg(&v)) / Double(PA_VOLUME_NORM)
+                }
+                pa_threaded_mainloop_signal(box.mainloop, 0)
+            }, Unmanaged.passUnretained(box).toOpaque()))
+            return box.volume
+        }
+    }
+}
