@@ -255,7 +255,9 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
         var signal = false
         defer { if signal { notify() } }
         guard armed.load(ordering: .acquiring), !paused.load(ordering: .acquiring) else { return }
-        if metering.load(ordering: .relaxed) { measure(input, frames: frames, channels: qc) }
+        // An app that muted its input records silence (and meters it).
+        let muted = processInputMuted.load(ordering: .relaxed)
+        if metering.load(ordering: .relaxed) && !muted { measure(input, frames: frames, channels: qc) }
         let nanosPerFrame = 1e9 / sampleRate
         anchor.store(sampleTime: sampleTime, hostTime: time.hostTime)
         while consumed < frames {
@@ -270,7 +272,11 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
                 currentStartHost = time.hostTime &+ UInt64(Double(consumed) * nanosPerFrame)
             }
             let n = min(frames - consumed, item.frames - offset)
-            (item.samples + offset * qc).update(from: input + consumed * qc, count: n * qc)
+            if muted {
+                (item.samples + offset * qc).update(repeating: 0, count: n * qc)
+            } else {
+                (item.samples + offset * qc).update(from: input + consumed * qc, count: n * qc)
+            }
             offset += n
             consumed += n
             sampleTime += Int64(n)

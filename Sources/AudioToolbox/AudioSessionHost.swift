@@ -2,6 +2,14 @@ import AudioHAL
 import Foundation
 import Synchronization
 
+/// Set while the app muted its input (`AVAudioApplication.setInputMuted`): recording queues then
+/// deliver silence. Read on the server thread; an atomic load.
+let processInputMuted = Atomic<Bool>(false)
+
+/// Mutes or unmutes every recording queue of the process (they deliver silence while muted).
+package func AudioSessionSetInputMuted(_ muted: Bool) { processInputMuted.store(muted, ordering: .relaxed) }
+package func AudioSessionIsInputMuted() -> Bool { processInputMuted.load(ordering: .relaxed) }
+
 /// A device as the audio session describes routes: the server's facts about it.
 package struct AudioSessionDevice: Sendable, Equatable {
     package var name: String
@@ -101,6 +109,25 @@ package enum AudioSessionHost {
             return s.stream
         }
         stream?.close()
+    }
+
+    /// Whether the server lets this process capture: a capture stream on the default source opens
+    /// (`true`) or is refused (`false`); `nil` when no server answers (nothing could be checked).
+    package static func checkCapture() -> Bool? {
+        guard let backend = try? HAL.backend() else { return nil }
+        final class Discard: HALCaptureSink, @unchecked Sendable {
+            func capture(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime) {}
+        }
+        let request = HALStreamRequest(
+            format: HALStreamFormat(sampleRate: 48000, channels: 1), bufferDuration: 0.05, name: "record permission check",
+            properties: ["media.role": "production"], startCorked: true)
+        do {
+            let stream = try backend.openInput(request, sink: Discard())
+            stream.close()
+            return true
+        } catch {
+            return error.kind == .noServer ? nil : false
+        }
     }
 
     /// Whether another client's playback stream is playing (not corked, not muted).

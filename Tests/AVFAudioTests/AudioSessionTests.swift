@@ -359,3 +359,74 @@ extension AudioSessionServerTests {
         _ = capture.stop()
     }
 }
+
+/// Collects what a float input queue records.
+final class FloatRecorder: @unchecked Sendable {
+    let lock = NSLock()
+    var samples: [Float] = []
+    static let callback: AudioQueueInputCallback = { userData, queue, buffer, _, _, _ in
+        let me = Unmanaged<FloatRecorder>.fromOpaque(userData!).takeUnretainedValue()
+        let n = Int(buffer.pointee.mAudioDataByteSize) / 4
+        let data = buffer.pointee.mAudioData.assumingMemoryBound(to: Float.self)
+        me.lock.lock()
+        me.samples.append(contentsOf: UnsafeBufferPointer(start: data, count: n))
+        me.lock.unlock()
+        AudioQueueEnqueueBuffer(queue, buffer, 0, nil)
+    }
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return samples.count
+    }
+    func last(_ n: Int) -> [Float] {
+        lock.lock()
+        defer { lock.unlock() }
+        return Array(samples.suffix(n))
+    }
+}
+
+extension AudioSessionServerTests {
+    func testRecordPermissionAndInputMute() throws {
+        let server = try TestSound.server()
+        XCTAssertNotEqual(AVAudioApplication.shared.recordPermission, .denied)
+        let answered = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var granted = false
+        AVAudioApplication.requestRecordPermission { ok in
+            granted = ok
+            answered.signal()
+        }
+        XCTAssertEqual(answered.wait(timeout: .now() + 5), .success)
+        XCTAssertTrue(granted)
+        XCTAssertEqual(AVAudioApplication.shared.recordPermission, .granted)
+        XCTAssertEqual(AVAudioSession.sharedInstance().recordPermission, .granted)
+
+        // Input mute: the queue records silence while muted, the signal otherwise.
+        var format = AudioStreamBasicDescription(
+            mSampleRate: 48000, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked, mBytesPerPacket: 4,
+            mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
+        let recorder = FloatRecorder()
+        var queue: AudioQueueRef?
+        XCTAssertEqual(AudioQueueNewInput(&format, FloatRecorder.callback, Unmanaged.passUnretained(recorder).toOpaque(), nil, nil, 0, &queue), noErr)
+        let q = try XCTUnwrap(queue)
+        defer { AudioQueueDispose(q, true) }
+        for _ in 0..<4 {
+            var buffer: AudioQueueBufferRef?
+            XCTAssertEqual(AudioQueueAllocateBuffer(q, 4 * 960, &buffer), noErr)
+            AudioQueueEnqueueBuffer(q, buffer!, 0, nil)
+        }
+        XCTAssertEqual(AudioQueueStart(q, nil), noErr)
+        let tone = SignalAnalysis.sine(frequency: 440, sampleRate: 48000, seconds: 4, amplitude: 0.3)
+        let player = try SignalPlayer(server: server, device: "micfeed", samples: tone, sampleRate: 48000)
+        defer { player.stop() }
+        XCTAssertTrue(waitUntil(timeout: 5) { SignalAnalysis.rmsDB(recorder.last(4800)[...]) > -20 }, "the tone is recorded")
+        try AVAudioApplication.shared.setInputMuted(true)
+        XCTAssertTrue(AVAudioApplication.shared.isInputMuted)
+        var mark = recorder.count
+        XCTAssertTrue(waitUntil(timeout: 5) { recorder.count >= mark + 9600 })
+        XCTAssertTrue(recorder.last(4800).allSatisfy { $0 == 0 }, "muted input records silence")
+        try AVAudioApplication.shared.setInputMuted(false)
+        mark = recorder.count
+        XCTAssertTrue(waitUntil(timeout: 5) { recorder.count >= mark + 9600 })
+        XCTAssertGreaterThan(SignalAnalysis.rmsDB(recorder.last(4800)[...]), -20, "unmuted input records the signal again")
+    }
+}
