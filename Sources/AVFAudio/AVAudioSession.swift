@@ -86,7 +86,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     /// Posts a route change when the default devices differ from the last route seen, with the
     /// reason: the previous output gone → `.oldDeviceUnavailable`; an output not seen before →
     /// `.newDeviceAvailable`; otherwise `.routeConfigurationChange`.
-    private func checkRoute() {
+    private func checkRoute(reason forced: RouteChangeReason? = nil) {
         let route = currentRoute
         let (previous, seen) = locked { (lastRoute, seenOutputs) }
         locked {
@@ -96,7 +96,9 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         guard let previous, previous != route else { return }
         let reason: RouteChangeReason
         let previousOutput = previous.outputs.first?.uid
-        if let previousOutput, !AudioSessionHost.outputExists(previousOutput) {
+        if let forced {
+            reason = forced
+        } else if let previousOutput, !AudioSessionHost.outputExists(previousOutput) {
             reason = .oldDeviceUnavailable
         } else if let now = route.outputs.first?.uid, !seen.contains(now) {
             reason = .newDeviceAvailable
@@ -150,6 +152,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         lock.unlock()
         applyStreamProperties()
         try reconfigureIfActive()
+        checkRoute(reason: .categoryChange)
     }
 
     public func setMode(_ mode: Mode) throws {
@@ -364,6 +367,44 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         }
         if bus == "usb" { return .usbAudio }
         return output ? .builtInSpeaker : .builtInMic
+    }
+
+    /// The inputs the server has: its sources (not the monitors of its sinks, except a monitor
+    /// that is the default source).
+    public var availableInputs: [AVAudioSessionPortDescription]? {
+        AudioSessionHost.devices(output: false).map { Self.port($0, output: false) }
+    }
+
+    private var _preferredInput: AVAudioSessionPortDescription?
+
+    public var preferredInput: AVAudioSessionPortDescription? { locked { _preferredInput } }
+
+    /// Records this process's audio from `inPort` (one of ``availableInputs``) instead of the
+    /// server's default source; `nil` returns to the default. Streams opened afterwards follow.
+    public func setPreferredInput(_ inPort: AVAudioSessionPortDescription?) throws {
+        if let inPort, !AudioSessionHost.devices(output: false).contains(where: { $0.name == inPort.uid }) {
+            throw Self.error(.badParam, "\(inPort.uid) is not an available input")
+        }
+        locked { _preferredInput = inPort }
+        AudioSessionHost.setRouting(input: inPort?.uid, output: AudioSessionHost.routing.output)
+        checkRoute(reason: .override)
+    }
+
+    /// `.speaker` plays this process's audio through a built-in speaker (the first sink whose port
+    /// is a speaker) whatever the default sink; `.none` returns to the default. Apple allows it in
+    /// playAndRecord only, and so does this.
+    public func overrideOutputAudioPort(_ portOverride: PortOverride) throws {
+        guard category == .playAndRecord else { throw Self.error(.badParam, "overriding the output needs playAndRecord") }
+        var target: String?
+        if portOverride == .speaker {
+            guard let speaker = AudioSessionHost.devices(output: true).first(where: {
+                Self.portType(portType: $0.portType, properties: $0.properties, output: true) == .builtInSpeaker
+            }) else { throw Self.error(.resourceNotAvailable, "the server has no speaker") }
+            target = speaker.name
+        }
+        AudioSessionHost.setRouting(input: AudioSessionHost.routing.input, output: target)
+        try reconfigureIfActive()
+        checkRoute(reason: .override)
     }
 
     static func port(_ device: AudioSessionDevice, output: Bool) -> AVAudioSessionPortDescription {

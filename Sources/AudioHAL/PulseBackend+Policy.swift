@@ -75,3 +75,44 @@ extension PulseBackend {
         }
     }
 }
+
+extension PulseBackend {
+    /// Every sink (`output`) or every source that is not a monitor, as the server lists them.
+    package func devices(output: Bool) -> [HALDeviceInfo] {
+        final class Box: @unchecked Sendable {
+            let mainloop: OpaquePointer
+            var devices: [HALDeviceInfo] = []
+            init(_ mainloop: OpaquePointer) { self.mainloop = mainloop }
+        }
+        return locked {
+            let box = Box(mainloop)
+            let ud = Unmanaged.passUnretained(box).toOpaque()
+            if output {
+                self.await(pa_context_get_sink_info_list(context, { _, info, eol, ud in
+                    let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
+                    if eol == 0, let i = info?.pointee {
+                        box.devices.append(HALDeviceInfo(
+                            name: String(cString: i.name), description: i.description.map { String(cString: $0) } ?? "",
+                            sampleRate: Double(i.sample_spec.rate), channels: Int(i.sample_spec.channels), properties: PulseBackend.properties(i.proplist),
+                            portName: i.active_port.map { String(cString: $0.pointee.name) },
+                            portType: i.active_port.flatMap { HALPortType(rawValue: Int($0.pointee.type)) }))
+                    }
+                    if eol != 0 { pa_threaded_mainloop_signal(box.mainloop, 0) }
+                }, ud))
+            } else {
+                self.await(pa_context_get_source_info_list(context, { _, info, eol, ud in
+                    let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
+                    if eol == 0, let i = info?.pointee, i.monitor_of_sink == UInt32.max {
+                        box.devices.append(HALDeviceInfo(
+                            name: String(cString: i.name), description: i.description.map { String(cString: $0) } ?? "",
+                            sampleRate: Double(i.sample_spec.rate), channels: Int(i.sample_spec.channels), properties: PulseBackend.properties(i.proplist),
+                            portName: i.active_port.map { String(cString: $0.pointee.name) },
+                            portType: i.active_port.flatMap { HALPortType(rawValue: Int($0.pointee.type)) }))
+                    }
+                    if eol != 0 { pa_threaded_mainloop_signal(box.mainloop, 0) }
+                }, ud))
+            }
+            return box.devices
+        }
+    }
+}

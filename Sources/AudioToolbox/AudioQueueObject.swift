@@ -422,7 +422,8 @@ final class AudioQueueObject: @unchecked Sendable {
             let request = HALStreamRequest(
                 format: HALStreamFormat(sampleRate: pcm.sampleRate, channels: engine.streamChannels),
                 bufferDuration: preferredBufferDuration, name: isOutput ? "AudioQueue output" : "AudioQueue input",
-                properties: properties, startCorked: corked, device: deviceName)
+                properties: properties, startCorked: corked,
+                device: deviceName ?? (isOutput ? AudioSessionHost.routing.output : AudioSessionHost.routing.input))
             stream = isOutput ? try backend.openOutput(request, source: engine) : try backend.openInput(request, sink: engine)
             return noErr
         } catch {

@@ -55,6 +55,10 @@ package enum AudioSessionHost {
         var input: [String: String] = [:]
         var ioBufferDuration: Double?
         var stream: (any HALStream)?
+        /// The session's routing: a preferred input and an output override (device names), used
+        /// by streams that name no device of their own.
+        var inputDevice: String?
+        var outputDevice: String?
     }
 
     private static let state = Mutex<State>(State())
@@ -88,7 +92,7 @@ package enum AudioSessionHost {
             let request = HALStreamRequest(
                 format: HALStreamFormat(sampleRate: sampleRate, channels: channels), bufferDuration: ioBufferDuration,
                 name: "AVAudioSession", properties: streamProperties(output: true).merging(["media.name": "AVAudioSession"]) { a, _ in a },
-                startCorked: true)
+                startCorked: true, device: state.withLock { $0.outputDevice })
             var policyRequest = request
             policyRequest.reportsPolicyEvents = true
             let stream = try backend.openOutput(policyRequest, source: SilentSource(channels: channels))
@@ -176,13 +180,37 @@ package enum AudioSessionHost {
         return (try? backend.outputDevice(named: name)) != nil
     }
 
-    /// The default output and input devices, as the server has them now.
+    /// The devices the session's audio goes to and comes from now: the output override and the
+    /// preferred input where set (and still present), else the server's defaults.
     package static func defaultDevices() -> (output: AudioSessionDevice?, input: AudioSessionDevice?) {
         guard let backend = try? HAL.backend() else { return (nil, nil) }
-        let output = (try? backend.outputDevice(named: nil)).map(AudioSessionDevice.init)
-        let input = (try? backend.inputDevice(named: nil)).map(AudioSessionDevice.init)
+        let (outName, inName) = state.withLock { ($0.outputDevice, $0.inputDevice) }
+        let output = ((outName.flatMap { try? backend.outputDevice(named: $0) }) ?? (try? backend.outputDevice(named: nil))).map(AudioSessionDevice.init)
+        let input = ((inName.flatMap { try? backend.inputDevice(named: $0) }) ?? (try? backend.inputDevice(named: nil))).map(AudioSessionDevice.init)
         return (output, input)
     }
+
+    /// Every output (`true`) or input device of the server; inputs leave out monitors of sinks
+    /// except the default source (a monitor can be the default "microphone", as in the tests).
+    package static func devices(output: Bool) -> [AudioSessionDevice] {
+        guard let backend = (try? HAL.backend()) as? PulseBackend else { return [] }
+        var list = backend.devices(output: output).map(AudioSessionDevice.init)
+        if !output, let fallback = try? backend.inputDevice(named: nil), !list.contains(where: { $0.name == fallback.name }) {
+            list.insert(AudioSessionDevice(fallback), at: 0)
+        }
+        return list
+    }
+
+    /// Routes the session's streams that name no device: input from `input`, output to `output`
+    /// (`nil`: the server's default). Streams already open keep their device.
+    package static func setRouting(input: String?, output: String?) {
+        state.withLock {
+            $0.inputDevice = input
+            $0.outputDevice = output
+        }
+    }
+
+    package static var routing: (input: String?, output: String?) { state.withLock { ($0.inputDevice, $0.outputDevice) } }
 }
 
 /// What the server did that the session answers for.

@@ -430,3 +430,78 @@ extension AudioSessionServerTests {
         XCTAssertGreaterThan(SignalAnalysis.rmsDB(recorder.last(4800)[...]), -20, "unmuted input records the signal again")
     }
 }
+
+extension AudioSessionServerTests {
+    /// Routes chosen by the app: a preferred input records from that source; the speaker override
+    /// plays through the speaker while headphones are the default, and says so (`.override`).
+    func testPreferredInputAndSpeakerOverride() throws {
+        let server = try TestSound.server()
+        let session = AVAudioSession.sharedInstance()
+        try session.setCategory(.playAndRecord)
+        try session.setActive(true)
+        defer {
+            try? session.setPreferredInput(nil)
+            try? session.overrideOutputAudioPort(.none)
+            try? session.setActive(false)
+            try? session.setCategory(.soloAmbient)
+        }
+        // module-null-source takes no properties: a plain source, a built-in microphone by default.
+        let source = try server.pactl(["load-module", "module-null-source", "source_name=usbmic"])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        defer { _ = try? server.pactl(["unload-module", source]) }
+        let inputs = try XCTUnwrap(session.availableInputs)
+        let usb = try XCTUnwrap(inputs.first { $0.uid == "usbmic" }, "\(inputs.map(\.uid))")
+        XCTAssertEqual(usb.portType, .builtInMic)
+        XCTAssertTrue(inputs.contains { $0.uid == "micfeed.monitor" }, "the default source is listed")
+        let routes = NotificationLog(AVAudioSession.routeChangeNotification)
+        try session.setPreferredInput(usb)
+        XCTAssertEqual(session.preferredInput?.uid, "usbmic")
+        XCTAssertEqual(session.currentRoute.inputs.first?.uid, "usbmic")
+        XCTAssertEqual(routes.all.last?.info[AVAudioSessionRouteChangeReasonKey] as? UInt, AVAudioSession.RouteChangeReason.override.rawValue)
+        // A recording now hears the (silent) USB source, not the tone played into micfeed.
+        func recordedLevel() throws -> Double {
+            var format = AudioStreamBasicDescription(
+                mSampleRate: 48000, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked, mBytesPerPacket: 4,
+                mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
+            let recorder = FloatRecorder()
+            var queue: AudioQueueRef?
+            XCTAssertEqual(AudioQueueNewInput(&format, FloatRecorder.callback, Unmanaged.passUnretained(recorder).toOpaque(), nil, nil, 0, &queue), noErr)
+            defer { AudioQueueDispose(queue!, true) }
+            for _ in 0..<4 {
+                var buffer: AudioQueueBufferRef?
+                AudioQueueAllocateBuffer(queue!, 4 * 960, &buffer)
+                AudioQueueEnqueueBuffer(queue!, buffer!, 0, nil)
+            }
+            AudioQueueStart(queue!, nil)
+            XCTAssertTrue(waitUntil(timeout: 5) { recorder.count >= 19200 })
+            return SignalAnalysis.rmsDB(recorder.last(9600)[...])
+        }
+        let tone = try SignalPlayer(server: server, device: "micfeed", samples: SignalAnalysis.sine(frequency: 440, sampleRate: 48000, seconds: 4, amplitude: 0.3), sampleRate: 48000)
+        defer { tone.stop() }
+        XCTAssertLessThan(try recordedLevel(), -90, "the preferred input is the silent source")
+        try session.setPreferredInput(nil)
+        XCTAssertGreaterThan(try recordedLevel(), -20, "back to the default source, where the tone is")
+
+        // Speaker override while headphones are the default.
+        let phones = try server.pactl(["load-module", "module-null-sink", "sink_name=phones2", "sink_properties=device.form_factor=headphone"])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        defer {
+            _ = try? server.pactl(["set-default-sink", "speaker"])
+            _ = try? server.pactl(["unload-module", phones])
+        }
+        _ = try server.pactl(["set-default-sink", "phones2"])
+        XCTAssertTrue(waitUntil(timeout: 3) { session.currentRoute.outputs.first?.portType == .headphones })
+        try session.overrideOutputAudioPort(.speaker)
+        XCTAssertEqual(session.currentRoute.outputs.first?.uid, "speaker")
+        XCTAssertEqual(routes.all.last?.info[AVAudioSessionRouteChangeReasonKey] as? UInt, AVAudioSession.RouteChangeReason.override.rawValue)
+        let capture = try SignalCapture(server: server, device: "speaker.monitor")
+        let player = TonePlayer()
+        try player.start()
+        try capture.waitFor(frames: 24000, timeout: 5)
+        player.stop()
+        XCTAssertGreaterThan(SignalAnalysis.rmsDB(capture.stop()[0].suffix(4800)), -20, "overridden to the speaker: the tone is there")
+        try session.overrideOutputAudioPort(.none)
+        XCTAssertEqual(session.currentRoute.outputs.first?.uid, "phones2")
+        XCTAssertThrowsError(try { try session.setCategory(.playback); try session.overrideOutputAudioPort(.speaker) }())
+    }
+}
