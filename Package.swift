@@ -58,6 +58,8 @@ let package = Package(
         .executableTarget(name: "afconvert", dependencies: ["AudioToolbox"], swiftSettings: strict),
         // A recorder the crash-safety test kills mid-write.
         .executableTarget(name: "openavf-crashwriter", dependencies: ["AudioToolbox"], swiftSettings: strict),
+        // Another process with an audio session, for the session tests.
+        .executableTarget(name: "openavf-sessionpeer", dependencies: ["AVFAudio"], swiftSettings: strict),
         // The file readers' fuzzer: a mutating driver, or libFuzzer's target (Scripts/fuzz).
         .executableTarget(name: "openavf-fuzz", dependencies: ["AudioToolbox"], swiftSettings: strict),
         .executableTarget(name: "openavf-bench", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),

@@ -35,6 +35,10 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     private var _preferredOutputChannels = 0
 
     private var interrupted = false
+    /// Other processes' exclusive sessions that were there when this one activated (they do not
+    /// interrupt it), and the one that interrupted it, if any.
+    private var olderSessions: Set<UInt32> = []
+    private var interrupter: UInt32?
     private var wasActiveBeforeLoss = false
     private var lastRoute: AVAudioSessionRouteDescription?
     private var seenOutputs: Set<String> = []
@@ -81,6 +85,43 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             }
         }
         if event.contains(.devices) { checkRoute() }
+        if event.contains(.otherSessions) { checkOtherSessions() }
+    }
+
+    /// Two processes using this library obey iOS's rule: activating a non-mixable playback session
+    /// interrupts the non-mixable sessions active before it; when it ends, they hear `.ended`.
+    private func checkOtherSessions() {
+        let (isActive, exclusive, already, current) = locked { (active, Self.isExclusive(_category, _options), interrupted, interrupter) }
+        guard isActive, exclusive else { return }
+        let others = AudioSessionHost.exclusiveSessions()
+        if let current {
+            if !others.contains(current) {
+                locked {
+                    interrupted = false
+                    interrupter = nil
+                }
+                NotificationCenter.default.post(
+                    name: Self.interruptionNotification, object: self,
+                    userInfo: [AVAudioSessionInterruptionTypeKey: InterruptionType.ended.rawValue, AVAudioSessionInterruptionOptionKey: InterruptionOptions.shouldResume.rawValue])
+            }
+            return
+        }
+        let newer = others.subtracting(locked { olderSessions })
+        locked { olderSessions.formIntersection(others) }
+        guard !already, let newcomer = newer.first else { return }
+        locked {
+            interrupted = true
+            interrupter = newcomer
+        }
+        _ = AudioSessionHost.pausePlayback()
+        NotificationCenter.default.post(
+            name: Self.interruptionNotification, object: self,
+            userInfo: [AVAudioSessionInterruptionTypeKey: InterruptionType.began.rawValue, AVAudioSessionInterruptionReasonKey: InterruptionReason.default.rawValue])
+    }
+
+    /// Non-mixable sessions that play: they interrupt and are interrupted by one another.
+    static func isExclusive(_ category: Category, _ options: CategoryOptions) -> Bool {
+        category != .record && !isMixable(category, options)
     }
 
     /// Posts a route change when the default devices differ from the last route seen, with the
@@ -226,8 +267,13 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         let sampleRate = rate > 0 ? rate : (device?.sampleRate ?? 48000)
         let outputChannels = channels > 0 ? channels : min(max(device?.channels ?? 2, 1), 8)
         let ioDuration = duration > 0 ? duration : Self.defaultIOBufferDuration
+        let exclusive = locked { Self.isExclusive(_category, _options) }
+        // Sessions already active are older: they do not interrupt this one.
+        let older = exclusive ? AudioSessionHost.exclusiveSessions() : []
         do {
-            let granted = try AudioSessionHost.activate(sampleRate: sampleRate, channels: outputChannels, ioBufferDuration: ioDuration)
+            let granted = try AudioSessionHost.activate(
+                sampleRate: sampleRate, channels: outputChannels, ioBufferDuration: ioDuration, exclusive: exclusive)
+            locked { olderSessions = older }
             lock.lock()
             self.active = true
             grant = granted

@@ -14,6 +14,8 @@ package final class HALEvents: @unchecked Sendable {
         package static let uncorkRequested = Kind(rawValue: 4)
         /// The connection to the server died.
         package static let serverLost = Kind(rawValue: 8)
+        /// A playback stream of some client came or went.
+        package static let streams = Kind(rawValue: 16)
     }
 
     package let wakeup = Wakeup()

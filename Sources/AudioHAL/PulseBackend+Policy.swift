@@ -11,6 +11,7 @@ package struct HALPlaybackStream: Sendable {
     /// 20 % is −42 dB), averaged over channels.
     package var volume: Double
     package var channels: Int
+    package var properties: [String: String]
 }
 
 extension PulseBackend {
@@ -34,7 +35,8 @@ extension PulseBackend {
                     var volume = i.volume
                     box.streams.append(HALPlaybackStream(
                         index: i.index, role: properties["media.role"], corked: i.corked != 0, muted: i.mute != 0,
-                        volume: Double(pa_cvolume_avg(&volume)) / Double(PA_VOLUME_NORM), channels: Int(i.volume.channels)))
+                        volume: Double(pa_cvolume_avg(&volume)) / Double(PA_VOLUME_NORM), channels: Int(i.volume.channels),
+                        properties: properties))
                 }
                 if eol != 0 { pa_threaded_mainloop_signal(box.mainloop, 0) }
             }, Unmanaged.passUnretained(box).toOpaque()))

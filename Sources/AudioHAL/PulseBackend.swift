@@ -85,10 +85,14 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
         }
         callbacks.connected.store(true, ordering: .relaxed)
         // Device and default changes, for the audio session's routes.
-        pa_context_set_subscribe_callback(ctx, { _, _, _, userData in
-            Unmanaged<ContextCallbacks>.fromOpaque(userData!).takeUnretainedValue().events.raise(.devices)
+        pa_context_set_subscribe_callback(ctx, { _, type, _, userData in
+            let events = Unmanaged<ContextCallbacks>.fromOpaque(userData!).takeUnretainedValue().events
+            let facility = type.rawValue & PA_SUBSCRIPTION_EVENT_FACILITY_MASK.rawValue
+            events.raise(facility == PA_SUBSCRIPTION_EVENT_SINK_INPUT.rawValue ? .streams : .devices)
         }, box)
-        let mask = PA_SUBSCRIPTION_MASK_SINK.rawValue | PA_SUBSCRIPTION_MASK_SOURCE.rawValue | PA_SUBSCRIPTION_MASK_SERVER.rawValue
+        let mask =
+            PA_SUBSCRIPTION_MASK_SINK.rawValue | PA_SUBSCRIPTION_MASK_SOURCE.rawValue | PA_SUBSCRIPTION_MASK_SERVER.rawValue
+            | PA_SUBSCRIPTION_MASK_SINK_INPUT.rawValue
         if let op = pa_context_subscribe(ctx, pa_subscription_mask_t(rawValue: mask), nil, nil) { pa_operation_unref(op) }
         pa_threaded_mainloop_unlock(ml)
         requestRealTimeScheduling()

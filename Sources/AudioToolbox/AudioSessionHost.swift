@@ -85,13 +85,24 @@ package enum AudioSessionHost {
 
     /// Opens the session's stream (closing a previous one) at `sampleRate` with `ioBufferDuration`
     /// and returns what the server granted. Throws `kAudioQueueErr_InvalidDevice` without a server.
-    package static func activate(sampleRate: Double, channels: Int, ioBufferDuration: Double) throws(AudioFailure) -> AudioSessionGrant {
+    /// The stream property that marks a session stream of this library as exclusive (non-mixable
+    /// playback): other processes' sessions that were active first are interrupted by it.
+    package static let exclusiveProperty = "openavf.session.exclusive"
+
+    /// Session streams of other processes marked exclusive, by the server's stream index.
+    package static func exclusiveSessions() -> Set<UInt32> {
+        guard let backend = (try? HAL.backend()) as? PulseBackend else { return [] }
+        return Set(backend.otherPlaybackStreams().filter { $0.properties[exclusiveProperty] == "1" }.map(\.index))
+    }
+
+    package static func activate(sampleRate: Double, channels: Int, ioBufferDuration: Double, exclusive: Bool = false) throws(AudioFailure) -> AudioSessionGrant {
         deactivate()
         do {
             let backend = try HAL.backend()
             let request = HALStreamRequest(
                 format: HALStreamFormat(sampleRate: sampleRate, channels: channels), bufferDuration: ioBufferDuration,
-                name: "AVAudioSession", properties: streamProperties(output: true).merging(["media.name": "AVAudioSession"]) { a, _ in a },
+                name: "AVAudioSession",
+                properties: streamProperties(output: true).merging(["media.name": "AVAudioSession", exclusiveProperty: exclusive ? "1" : "0"]) { a, _ in a },
                 startCorked: true, device: state.withLock { $0.outputDevice })
             var policyRequest = request
             policyRequest.reportsPolicyEvents = true
@@ -227,6 +238,8 @@ package struct AudioSessionEvent: OptionSet, Sendable {
     package static let serverLost = AudioSessionEvent(rawValue: 8)
     /// A server answers again after a loss.
     package static let serverBack = AudioSessionEvent(rawValue: 16)
+    /// Playback streams came or went: another session may have started or ended.
+    package static let otherSessions = AudioSessionEvent(rawValue: 32)
 }
 
 extension AudioSessionHost {
@@ -265,6 +278,7 @@ extension AudioSessionHost {
             if raised.contains(.devices) { event.insert(.devices) }
             if raised.contains(.corkRequested) { event.insert(.interruptionBegan) }
             if raised.contains(.uncorkRequested) { event.insert(.interruptionEnded) }
+            if raised.contains(.streams) { event.insert(.otherSessions) }
             if raised.contains(.serverLost) {
                 event.insert(.serverLost)
                 HAL.discard(backend)

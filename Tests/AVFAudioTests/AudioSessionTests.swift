@@ -505,3 +505,32 @@ extension AudioSessionServerTests {
         XCTAssertThrowsError(try { try session.setCategory(.playback); try session.overrideOutputAudioPort(.speaker) }())
     }
 }
+
+extension AudioSessionServerTests {
+    /// Two processes using this library: another process activating a non-mixable playback
+    /// session interrupts this one; when it deactivates, this one hears `.ended`.
+    func testAnotherProcessesSessionInterrupts() throws {
+        let server = try TestSound.server()
+        let peer = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("openavf-sessionpeer").path
+        guard FileManager.default.isExecutableFile(atPath: peer) else { throw XCTSkip("openavf-sessionpeer is not built beside the tests") }
+        let session = AVAudioSession.sharedInstance()
+        try session.setCategory(.playback)
+        try session.setActive(true)
+        defer { try? session.setActive(false) }
+        let log = NotificationLog(AVAudioSession.interruptionNotification)
+        let player = TonePlayer()
+        try player.start()
+        defer { player.stop() }
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("peer-\(getpid()).out").path
+        defer { unlink(output) }
+        let started = Date()
+        let child = try ChildProcess(peer, ["1.5"], environment: server.environment, stdout: .file(output), stderr: .inherit)
+        XCTAssertTrue(waitUntil(timeout: 5) { !log.all.isEmpty }, "the other process's session did not interrupt this one")
+        XCTAssertEqual(log.all.first?.info[AVAudioSessionInterruptionTypeKey] as? UInt, AVAudioSession.InterruptionType.began.rawValue)
+        print("interrupted \(Date().timeIntervalSince(started)) s after the peer started")
+        XCTAssertEqual(child.wait(), 0)
+        XCTAssertTrue(waitUntil(timeout: 3) { log.all.count >= 2 }, "no end of interruption after the peer deactivated")
+        XCTAssertEqual(log.all.last?.info[AVAudioSessionInterruptionTypeKey] as? UInt, AVAudioSession.InterruptionType.ended.rawValue)
+        XCTAssertEqual(log.all.last?.info[AVAudioSessionInterruptionOptionKey] as? UInt, AVAudioSession.InterruptionOptions.shouldResume.rawValue)
+    }
+}
