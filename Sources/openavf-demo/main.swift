@@ -179,5 +179,49 @@ for (i, note) in notes.enumerated() {
     say(String(format: "%-4@ %10.2f %13.2f %12.1f", note.name, note.frequency, frequency, level))
 }
 say(ok ? "Every note came back at its pitch." : "Some notes came back off pitch.")
+
+// The recording as a file: AAC in M4A through ExtAudioFile, read back, as an app keeps a memo.
+let memo = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("openavf-demo-\(getpid()).m4a")
+defer { try? FileManager.default.removeItem(at: memo) }
+func saveAndReload() -> Bool {
+    var aac = AudioStreamBasicDescription(
+        mSampleRate: sampleRate, mFormatID: kAudioFormatMPEG4AAC, mFormatFlags: 0, mBytesPerPacket: 0, mFramesPerPacket: 0, mBytesPerFrame: 0,
+        mChannelsPerFrame: 1, mBitsPerChannel: 0, mReserved: 0)
+    var client = AudioStreamBasicDescription(
+        mSampleRate: sampleRate, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked, mBytesPerPacket: 4,
+        mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
+    let size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
+    var file: ExtAudioFileRef?
+    guard ExtAudioFileCreateWithURL(memo as CFURL, kAudioFileM4AType, &aac, nil, AudioFileFlags.eraseFile.rawValue, &file) == noErr, let file,
+        ExtAudioFileSetProperty(file, kExtAudioFileProperty_ClientDataFormat, size, &client) == noErr
+    else { return false }
+    var samples = recorded
+    let written = samples.withUnsafeMutableBufferPointer { b -> OSStatus in
+        var list = AudioBufferList(mNumberBuffers: 1, mBuffers: AudioBuffer(mNumberChannels: 1, mDataByteSize: UInt32(b.count * 4), mData: b.baseAddress))
+        return ExtAudioFileWrite(file, UInt32(b.count), &list)
+    }
+    guard written == noErr, ExtAudioFileDispose(file) == noErr else { return false }
+    var reader: ExtAudioFileRef?
+    guard ExtAudioFileOpenURL(memo as CFURL, &reader) == noErr, let reader,
+        ExtAudioFileSetProperty(reader, kExtAudioFileProperty_ClientDataFormat, size, &client) == noErr
+    else { return false }
+    defer { ExtAudioFileDispose(reader) }
+    var back = [Float](repeating: 0, count: recorded.count + 4096)
+    var frames = UInt32(back.count)
+    let read = back.withUnsafeMutableBufferPointer { b -> OSStatus in
+        var list = AudioBufferList(mNumberBuffers: 1, mBuffers: AudioBuffer(mNumberChannels: 1, mDataByteSize: UInt32(b.count * 4), mData: b.baseAddress))
+        return ExtAudioFileRead(reader, &frames, &list)
+    }
+    guard read == noErr else { return false }
+    let bytes = (try? FileManager.default.attributesOfItem(atPath: memo.path)[.size] as? Int) ?? 0
+    let middle = onset + notes.count / 2 * noteFrames + noteFrames / 5
+    let pitch = SignalAnalysis.frequency(back[middle..<min(Int(frames), middle + noteFrames / 2)], sampleRate: sampleRate)
+    say(String(format: "Saved as AAC in %@: %d bytes for %.2f s (%.0f kb/s); read back %d frames, the middle note at %.2f Hz.",
+               memo.lastPathComponent, bytes, Double(recorded.count) / sampleRate, Double(bytes * 8) / (Double(recorded.count) / sampleRate) / 1000,
+               Int(frames), pitch))
+    return Int(frames) == recorded.count && abs(pitch - notes[notes.count / 2].frequency) < 2
+}
+let saved = saveAndReload()
+if !saved { say("Saving the recording as M4A and reading it back failed.") }
 privateServer?.stop()
-exit(ok ? 0 : 1)
+exit(ok && saved ? 0 : 1)
