@@ -10,7 +10,8 @@ public import Foundation
 /// - Activation opens the session's own stream: silent and corked, with the session's role,
 ///   preferred sample rate and I/O buffer duration. What the server grants it is what the current
 ///   values report (`sampleRate`, `ioBufferDuration`, `outputLatency`), and it stays open while
-///   the session is active. Changing a preferred value while active reopens it.
+///   the session is active. Changing a preferred value while active reopens it, and a new I/O
+///   buffer duration reopens the running queues' streams too (losing one buffer's worth).
 /// - The route is the default sink and source; their active port type (or `device.form_factor`
 ///   where there are no ports) gives Apple's port type.
 /// - `duckOthers` lowers other clients' music and video streams to 20 % of their volume on the
@@ -321,6 +322,8 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         locked { _preferredIOBufferDuration = duration }
         AudioSessionHost.setPreferredIOBufferDuration(duration > 0 ? duration : nil)
         try reconfigureIfActive()
+        // Running I/O follows while the session is active.
+        if locked({ active }) { AudioSessionHost.reconfigureQueues() }
     }
 
     public func setPreferredInputNumberOfChannels(_ count: Int) throws {

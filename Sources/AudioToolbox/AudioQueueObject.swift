@@ -431,6 +431,20 @@ final class AudioQueueObject: @unchecked Sendable {
         }
     }
 
+    /// Closes the stream and opens another with the current ``preferredBufferDuration`` (the
+    /// audio session's I/O buffer changed), running again if it was. What the server held of the
+    /// old stream (one buffer's worth) is lost, as a hardware reconfiguration loses it on iOS.
+    func reopenStream() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard offline == nil, let old = stream, abs(old.grantedBufferDuration - preferredBufferDuration) > 0.0005 else { return }
+        old.close()
+        stream = nil
+        let running = isRunning == 1
+        guard ensureStream(corked: isOutput && !running) == noErr else { return }
+        if running && isOutput { stream?.setCorked(false) }
+    }
+
     // MARK: Transport
 
     func prime(frames: UInt32) -> Result<UInt32, StatusError> {

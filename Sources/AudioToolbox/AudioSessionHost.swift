@@ -293,6 +293,12 @@ extension AudioSessionHost {
         }
     }
 
+    /// Reopens the streams of the process's queues whose server-side buffer no longer matches
+    /// the session's preferred I/O buffer duration (a preferred value changed while active).
+    package static func reconfigureQueues() {
+        for queue in liveQueues.all() { queue.reopenStream() }
+    }
+
     /// Pauses every running playback queue of the process, as an interruption does on iOS, and
     /// returns how many it paused. The app resumes them (`AudioQueueStart`) after `.ended`.
     package static func pausePlayback() -> Int {

@@ -1,4 +1,5 @@
 import AVFAudio
+import AudioToolbox
 import AudioTestSupport
 import Foundation
 import XCTest
@@ -532,5 +533,36 @@ extension AudioSessionServerTests {
         XCTAssertTrue(waitUntil(timeout: 3) { log.all.count >= 2 }, "no end of interruption after the peer deactivated")
         XCTAssertEqual(log.all.last?.info[AVAudioSessionInterruptionTypeKey] as? UInt, AVAudioSession.InterruptionType.ended.rawValue)
         XCTAssertEqual(log.all.last?.info[AVAudioSessionInterruptionOptionKey] as? UInt, AVAudioSession.InterruptionOptions.shouldResume.rawValue)
+    }
+}
+
+extension AudioSessionServerTests {
+    /// A preferred I/O buffer duration changed while active reconfigures running I/O: the playing
+    /// queue's stream is reopened with the new buffer and keeps playing.
+    func testPreferredBufferChangeReconfiguresRunningQueues() throws {
+        let server = try TestSound.server()
+        let session = AVAudioSession.sharedInstance()
+        try session.setCategory(.playback)
+        try session.setPreferredIOBufferDuration(0.04)
+        try session.setActive(true)
+        defer {
+            try? session.setActive(false)
+            try? session.setPreferredIOBufferDuration(0)
+        }
+        let player = TonePlayer()
+        try player.start()
+        defer { player.stop() }
+        // The queue asks for the session's 40 ms (its own buffers are 20 ms); the server grants a
+        // part of what is asked as the stream's target (PulseAudio's adjust-latency mode).
+        let before = try XCTUnwrap(AudioQueueGetDiagnostics(player.queue!)).grantedBufferDuration
+        let capture = try SignalCapture(server: server, device: "speaker.monitor")
+        try session.setPreferredIOBufferDuration(0.01)
+        let after = try XCTUnwrap(AudioQueueGetDiagnostics(player.queue!)).grantedBufferDuration
+        XCTAssertLessThan(after, before * 0.75, "the running queue's stream was reopened with the smaller buffer (\(before) → \(after) s)")
+        XCTAssertEqual(session.ioBufferDuration, 0.01, accuracy: 0.003)
+        try capture.waitFor(frames: 24000, timeout: 5)
+        let heard = capture.stop()[0]
+        XCTAssertGreaterThan(SignalAnalysis.rmsDB(heard.suffix(4800)), -20, "still playing after the change")
+        XCTAssertEqual(SignalAnalysis.frequency(heard.suffix(4800), sampleRate: 48000), 1000, accuracy: 5)
     }
 }
