@@ -168,7 +168,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         try setCategory(category, mode: locked { _mode }, policy: locked { _policy }, options: [])
     }
 
-    public func setCategory(_ category: Category, options: CategoryOptions = []) throws {
+    public func setCategory(_ category: Category, options: CategoryOptions) throws {
         try setCategory(category, mode: locked { _mode }, policy: locked { _policy }, options: options)
     }
 

@@ -93,11 +93,8 @@ extension PulseBackend {
                 self.await(pa_context_get_sink_info_list(context, { _, info, eol, ud in
                     let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
                     if eol == 0, let i = info?.pointee {
-                        box.devices.append(HALDeviceInfo(
-                            name: String(cString: i.name), description: i.description.map { String(cString: $0) } ?? "",
-                            sampleRate: Double(i.sample_spec.rate), channels: Int(i.sample_spec.channels), properties: PulseBackend.properties(i.proplist),
-                            portName: i.active_port.map { String(cString: $0.pointee.name) },
-                            portType: i.active_port.flatMap { HALPortType(rawValue: Int($0.pointee.type)) }))
+                        box.devices.append(PulseBackend.deviceInfo(
+                            i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) }))
                     }
                     if eol != 0 { pa_threaded_mainloop_signal(box.mainloop, 0) }
                 }, ud))
@@ -105,11 +102,8 @@ extension PulseBackend {
                 self.await(pa_context_get_source_info_list(context, { _, info, eol, ud in
                     let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
                     if eol == 0, let i = info?.pointee, i.monitor_of_sink == UInt32.max {
-                        box.devices.append(HALDeviceInfo(
-                            name: String(cString: i.name), description: i.description.map { String(cString: $0) } ?? "",
-                            sampleRate: Double(i.sample_spec.rate), channels: Int(i.sample_spec.channels), properties: PulseBackend.properties(i.proplist),
-                            portName: i.active_port.map { String(cString: $0.pointee.name) },
-                            portType: i.active_port.flatMap { HALPortType(rawValue: Int($0.pointee.type)) }))
+                        box.devices.append(PulseBackend.deviceInfo(
+                            i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) }))
                     }
                     if eol != 0 { pa_threaded_mainloop_signal(box.mainloop, 0) }
                 }, ud))

@@ -186,11 +186,19 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
             _ name: UnsafePointer<CChar>, _ description: UnsafePointer<CChar>?, _ spec: pa_sample_spec, _ proplist: OpaquePointer?,
             port: (name: UnsafePointer<CChar>?, type: UInt32)?
         ) {
-            info = HALDeviceInfo(
-                name: String(cString: name), description: description.map { String(cString: $0) } ?? "",
-                sampleRate: Double(spec.rate), channels: Int(spec.channels), properties: PulseBackend.properties(proplist),
-                portName: port?.name.map { String(cString: $0) }, portType: port.flatMap { HALPortType(rawValue: Int($0.type)) })
+            info = PulseBackend.deviceInfo(name, description, spec, proplist, port: port)
         }
+    }
+
+    /// A sink's or source's description as the layers above see it.
+    static func deviceInfo(
+        _ name: UnsafePointer<CChar>, _ description: UnsafePointer<CChar>?, _ spec: pa_sample_spec, _ proplist: OpaquePointer?,
+        port: (name: UnsafePointer<CChar>?, type: UInt32)?
+    ) -> HALDeviceInfo {
+        HALDeviceInfo(
+            name: String(cString: name), description: description.map { String(cString: $0) } ?? "",
+            sampleRate: Double(spec.rate), channels: Int(spec.channels), properties: properties(proplist),
+            portName: port?.name.map { String(cString: $0) }, portType: port.flatMap { HALPortType(rawValue: Int($0.type)) })
     }
 
     /// A property list as a dictionary. Server thread or with the lock held.

@@ -379,6 +379,24 @@ final class FloatRecorder: @unchecked Sendable {
         defer { lock.unlock() }
         return samples.count
     }
+
+    /// A running 48 kHz mono float input queue that records into this recorder.
+    func startQueue() throws -> AudioQueueRef {
+        var format = AudioStreamBasicDescription(
+            mSampleRate: 48000, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked, mBytesPerPacket: 4,
+            mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
+        var queue: AudioQueueRef?
+        XCTAssertEqual(AudioQueueNewInput(&format, Self.callback, Unmanaged.passUnretained(self).toOpaque(), nil, nil, 0, &queue), noErr)
+        let q = try XCTUnwrap(queue)
+        for _ in 0..<4 {
+            var buffer: AudioQueueBufferRef?
+            XCTAssertEqual(AudioQueueAllocateBuffer(q, 4 * 960, &buffer), noErr)
+            AudioQueueEnqueueBuffer(q, buffer!, 0, nil)
+        }
+        XCTAssertEqual(AudioQueueStart(q, nil), noErr)
+        return q
+    }
+
     func last(_ n: Int) -> [Float] {
         lock.lock()
         defer { lock.unlock() }
@@ -402,20 +420,9 @@ extension AudioSessionServerTests {
         XCTAssertEqual(AVAudioSession.sharedInstance().recordPermission, .granted)
 
         // Input mute: the queue records silence while muted, the signal otherwise.
-        var format = AudioStreamBasicDescription(
-            mSampleRate: 48000, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked, mBytesPerPacket: 4,
-            mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
         let recorder = FloatRecorder()
-        var queue: AudioQueueRef?
-        XCTAssertEqual(AudioQueueNewInput(&format, FloatRecorder.callback, Unmanaged.passUnretained(recorder).toOpaque(), nil, nil, 0, &queue), noErr)
-        let q = try XCTUnwrap(queue)
+        let q = try recorder.startQueue()
         defer { AudioQueueDispose(q, true) }
-        for _ in 0..<4 {
-            var buffer: AudioQueueBufferRef?
-            XCTAssertEqual(AudioQueueAllocateBuffer(q, 4 * 960, &buffer), noErr)
-            AudioQueueEnqueueBuffer(q, buffer!, 0, nil)
-        }
-        XCTAssertEqual(AudioQueueStart(q, nil), noErr)
         let tone = SignalAnalysis.sine(frequency: 440, sampleRate: 48000, seconds: 4, amplitude: 0.3)
         let player = try SignalPlayer(server: server, device: "micfeed", samples: tone, sampleRate: 48000)
         defer { player.stop() }
@@ -461,19 +468,9 @@ extension AudioSessionServerTests {
         XCTAssertEqual(routes.all.last?.info[AVAudioSessionRouteChangeReasonKey] as? UInt, AVAudioSession.RouteChangeReason.override.rawValue)
         // A recording now hears the (silent) USB source, not the tone played into micfeed.
         func recordedLevel() throws -> Double {
-            var format = AudioStreamBasicDescription(
-                mSampleRate: 48000, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked, mBytesPerPacket: 4,
-                mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
             let recorder = FloatRecorder()
-            var queue: AudioQueueRef?
-            XCTAssertEqual(AudioQueueNewInput(&format, FloatRecorder.callback, Unmanaged.passUnretained(recorder).toOpaque(), nil, nil, 0, &queue), noErr)
-            defer { AudioQueueDispose(queue!, true) }
-            for _ in 0..<4 {
-                var buffer: AudioQueueBufferRef?
-                AudioQueueAllocateBuffer(queue!, 4 * 960, &buffer)
-                AudioQueueEnqueueBuffer(queue!, buffer!, 0, nil)
-            }
-            AudioQueueStart(queue!, nil)
+            let queue = try recorder.startQueue()
+            defer { AudioQueueDispose(queue, true) }
             XCTAssertTrue(waitUntil(timeout: 5) { recorder.count >= 19200 })
             return SignalAnalysis.rmsDB(recorder.last(9600)[...])
         }
