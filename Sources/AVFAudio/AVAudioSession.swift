@@ -40,6 +40,8 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     /// interrupt it), and the one that interrupted it, if any.
     private var olderSessions: Set<UInt32> = []
     private var interrupter: UInt32?
+    /// Whether other audio was playing at the last stream event (for the silence hint).
+    private var otherAudioWasPlaying: Bool?
     private var wasActiveBeforeLoss = false
     private var lastRoute: AVAudioSessionRouteDescription?
     private var seenOutputs: Set<String> = []
@@ -86,7 +88,25 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             }
         }
         if event.contains(.devices) { checkRoute() }
-        if event.contains(.otherSessions) { checkOtherSessions() }
+        if event.contains(.otherSessions) {
+            checkOtherSessions()
+            checkOtherAudio()
+        }
+    }
+
+    /// Posts the silence-secondary-audio hint when other clients' playback starts (`.begin`) or
+    /// stops (`.end`) while the session is active.
+    private func checkOtherAudio() {
+        guard locked({ active }) else { return }
+        let playing = AudioSessionHost.otherAudioPlaying()
+        let previous = locked { () -> Bool? in
+            defer { otherAudioWasPlaying = playing }
+            return otherAudioWasPlaying
+        }
+        guard let previous, previous != playing else { return }
+        NotificationCenter.default.post(
+            name: Self.silenceSecondaryAudioHintNotification, object: self,
+            userInfo: [AVAudioSessionSilenceSecondaryAudioHintTypeKey: (playing ? SilenceSecondaryAudioHintType.begin : .end).rawValue])
     }
 
     /// Two processes using this library obey iOS's rule: activating a non-mixable playback session
@@ -280,6 +300,8 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             grant = granted
             let duck = _options.contains(.duckOthers)
             lock.unlock()
+            let playing = AudioSessionHost.otherAudioPlaying()
+            locked { otherAudioWasPlaying = playing }
             if duck { AudioSessionHost.duckOthers() } else { AudioSessionHost.unduckOthers() }
             if locked({ lastRoute == nil }) {
                 let route = currentRoute

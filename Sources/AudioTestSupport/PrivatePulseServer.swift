@@ -76,7 +76,8 @@ public final class PrivatePulseServer: @unchecked Sendable {
         // An idle null sink renders in blocks of up to two seconds and, once a stream arrives,
         // only notices at the end of the block it sleeps in: the first audio reaches its monitor
         // up to two seconds late. A silent 10 ms stream on each sink keeps them rendering in
-        // small blocks, as a sound card would. (Digital silence does not change any measurement.)
+        // small blocks, as a sound card would. (Digital silence does not change any measurement;
+        // volume 0 says it is inaudible, so it is not "other audio playing" to a session.)
         if let pacat = Self.which("pacat") {
             for (sink, channels) in [("speaker", 2), ("micfeed", 1)] {
                 // A watchdog shell runs the keeper and ends it when this process is gone, so that
@@ -85,7 +86,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
                 let keeper = "\"$@\" & k=$!; while kill -0 \(getpid()) 2>/dev/null && kill -0 $k 2>/dev/null; do sleep 1; done; kill $k 2>/dev/null"
                 keepers.append(try ChildProcess("/bin/sh", ["-c", keeper, "keeper", pacat,
                     "--playback", "--device=\(sink)", "--raw", "--format=float32le", "--rate=\(sampleRate)",
-                    "--channels=\(channels)", "--latency-msec=10", "--client-name=openavf-keeper", "/dev/zero",
+                    "--channels=\(channels)", "--latency-msec=10", "--client-name=openavf-keeper", "--volume=0", "/dev/zero",
                 ], environment: environment, ownProcessGroup: true))
             }
             let running = { ((try? self.pactl(["list", "short", "sinks"])) ?? "").split(separator: "\n").filter { $0.hasSuffix("RUNNING") }.count == 2 }

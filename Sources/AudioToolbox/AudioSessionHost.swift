@@ -145,10 +145,10 @@ package enum AudioSessionHost {
         }
     }
 
-    /// Whether another client's playback stream is playing (not corked, not muted).
+    /// Whether another client's playback stream is audible: not corked, not muted, volume above 0.
     package static func otherAudioPlaying() -> Bool {
         guard let backend = (try? HAL.backend()) as? PulseBackend else { return false }
-        return backend.otherPlaybackStreams().contains { !$0.corked && !$0.muted }
+        return backend.otherPlaybackStreams().contains { !$0.corked && !$0.muted && $0.volume > 0 }
     }
 
     /// The default sink's volume on the server's scale (0 … 1 for 0 … 100 %), `nil` without one.
