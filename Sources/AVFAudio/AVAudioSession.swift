@@ -269,6 +269,10 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
 
     /// Activates the session: opens its stream on the server with the preferred values (the
     /// current values then report what was granted). Deactivation closes it.
+    ///
+    /// `.notifyOthersOnDeactivation` is accepted; on Linux the sessions this one interrupted
+    /// (other processes using this library) hear `.ended` with `.shouldResume` whether or not it
+    /// is passed: the server carries no message at the moment a stream ends.
     public func setActive(_ active: Bool, options: SetActiveOptions = []) throws {
         if active {
             try activate()

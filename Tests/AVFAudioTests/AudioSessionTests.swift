@@ -280,6 +280,9 @@ extension AudioSessionServerTests {
         try session.setActive(true)
         defer { try? session.setActive(false) }
         let log = NotificationLog(AVAudioSession.routeChangeNotification)
+        let player = TonePlayer()
+        try player.start()
+        defer { player.stop() }
         let module = try server.pactl(["load-module", "module-null-sink", "sink_name=phones", "sink_properties=device.form_factor=headphone"])
             .trimmingCharacters(in: .whitespacesAndNewlines)
         _ = try server.pactl(["set-default-sink", "phones"])
@@ -294,6 +297,12 @@ extension AudioSessionServerTests {
         let previous = try XCTUnwrap(gone.info[AVAudioSessionRouteChangePreviousRouteKey] as? AVAudioSessionRouteDescription)
         XCTAssertEqual(previous.outputs.first?.portType, .headphones)
         _ = try server.pactl(["set-default-sink", "speaker"])
+        // The playing queue followed: its tone is on the remaining sink.
+        let capture = try SignalCapture(server: server, device: "speaker.monitor")
+        try capture.waitFor(frames: 24000, timeout: 5)
+        let heard = capture.stop()[0]
+        XCTAssertGreaterThan(SignalAnalysis.rmsDB(heard.suffix(4800)), -20, "playback continues on the remaining sink")
+        XCTAssertEqual(SignalAnalysis.frequency(heard.suffix(4800), sampleRate: 48000), 1000, accuracy: 5)
     }
 }
 
