@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "AVFoundation", targets: ["AVFoundation"]),
         .executable(name: "afinfo", targets: ["afinfo"]),
         .executable(name: "afconvert", targets: ["afconvert"]),
+        .executable(name: "afplay", targets: ["afplay"]),
         .executable(name: "openavf-bench", targets: ["openavf-bench"]),
         .executable(name: "openavf-demo", targets: ["openavf-demo"]),
     ],
@@ -56,6 +57,7 @@ let package = Package(
         // macOS's command-line tools.
         .executableTarget(name: "afinfo", dependencies: ["AudioToolbox"], swiftSettings: strict),
         .executableTarget(name: "afconvert", dependencies: ["AudioToolbox"], swiftSettings: strict),
+        .executableTarget(name: "afplay", dependencies: ["AudioToolbox"], swiftSettings: strict),
         // A recorder the crash-safety test kills mid-write.
         .executableTarget(name: "openavf-crashwriter", dependencies: ["AudioToolbox"], swiftSettings: strict),
         // Another process with an audio session, for the session tests.
