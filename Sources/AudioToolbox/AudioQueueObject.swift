@@ -93,6 +93,8 @@ final class AudioQueueObject: @unchecked Sendable {
     private var nextToken = 1
     /// Guarded by `lock`; set by ``ensureStream(corked:)`` and offline rendering.
     var stream: (any HALStream)?
+    /// The buffer duration the open stream was asked for. Guarded by `lock`.
+    private var requestedBufferDuration: Double = 0
     private(set) var isRunning: UInt32 = 0
     private var paused = false
     private var stopping = false
@@ -419,9 +421,10 @@ final class AudioQueueObject: @unchecked Sendable {
             var properties: [String: String] = ["media.name": "AudioQueue"]
             if isOutput { properties["media.role"] = "music" }
             properties.merge(AudioSessionHost.streamProperties(output: isOutput)) { _, session in session }
+            requestedBufferDuration = preferredBufferDuration
             let request = HALStreamRequest(
                 format: HALStreamFormat(sampleRate: pcm.sampleRate, channels: engine.streamChannels),
-                bufferDuration: preferredBufferDuration, name: isOutput ? "AudioQueue output" : "AudioQueue input",
+                bufferDuration: requestedBufferDuration, name: isOutput ? "AudioQueue output" : "AudioQueue input",
                 properties: properties, startCorked: corked,
                 device: deviceName ?? (isOutput ? AudioSessionHost.routing.output : AudioSessionHost.routing.input))
             stream = isOutput ? try backend.openOutput(request, source: engine) : try backend.openInput(request, sink: engine)
@@ -437,7 +440,8 @@ final class AudioQueueObject: @unchecked Sendable {
     func reopenStream() {
         lock.lock()
         defer { lock.unlock() }
-        guard offline == nil, let old = stream, abs(old.grantedBufferDuration - preferredBufferDuration) > 0.0005 else { return }
+        // Only playback follows the session's I/O buffer (recording streams get their buffers').
+        guard isOutput, offline == nil, let old = stream, abs(requestedBufferDuration - preferredBufferDuration) > 0.0005 else { return }
         old.close()
         stream = nil
         let running = isRunning == 1
