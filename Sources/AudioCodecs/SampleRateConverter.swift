@@ -76,10 +76,4 @@ package final class SampleRateConverter {
     package func finish(into output: inout [Float]) throws -> Int {
         try convert(nil, frames: 0, into: &output)
     }
-
-    /// Frames of delay the filter adds (in output frames).
-    package var delay: Int {
-        guard let context else { return 0 }
-        return Int(swr_get_delay(context, Int64(outputRate)))
-    }
 }

@@ -17,7 +17,9 @@ final class ToolTests: XCTestCase {
 
     func run(_ tool: String, _ arguments: [String]) throws -> Result {
         let path = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent(tool).path
-        guard FileManager.default.isExecutableFile(atPath: path) else { throw XCTSkip("\(tool) is not built beside the tests") }
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw FileTestError("finding \(tool) beside the tests (run swift build --build-tests)", -1)
+        }
         let out = dir.appendingPathComponent("\(tool).out").path
         let err = dir.appendingPathComponent("\(tool).err").path
         let child = try ChildProcess(path, arguments, environment: [:], stdout: .file(out), stderr: .file(err))

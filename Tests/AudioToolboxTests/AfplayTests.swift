@@ -29,7 +29,7 @@ final class AfplayTests: XCTestCase {
     }
 
     func run(_ arguments: [String]) throws -> (code: Int32, err: String) {
-        guard FileManager.default.isExecutableFile(atPath: afplay) else { throw XCTSkip("afplay is not built beside the tests") }
+        guard FileManager.default.isExecutableFile(atPath: afplay) else { throw QueueTestError.timeout("afplay is not built beside the tests: run swift build --build-tests") }
         let err = dir.appendingPathComponent("err.txt").path
         let child = try ChildProcess(afplay, arguments, environment: try TestSound.server().environment, stderr: .file(err))
         if !waitUntil(timeout: 20, { !child.isRunning }) {

@@ -181,8 +181,3 @@ struct AACConfig {
         channels = UInt32(config < channelsByConfig.count ? channelsByConfig[config] : 0)
     }
 }
-
-/// Whether this machine's FFmpeg can encode `format` (linear PCM always).
-package func AudioFormatCanEncode(_ format: AudioFormatID) -> Bool {
-    format == kAudioFormatLinearPCM || CodecCatalog.info(format)?.canEncode == true
-}
