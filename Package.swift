@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "afinfo", targets: ["afinfo"]),
         .executable(name: "afconvert", targets: ["afconvert"]),
         .executable(name: "afplay", targets: ["afplay"]),
+        .executable(name: "afrecord", targets: ["afrecord"]),
         .executable(name: "openavf-bench", targets: ["openavf-bench"]),
         .executable(name: "openavf-demo", targets: ["openavf-demo"]),
     ],
@@ -33,6 +34,8 @@ let package = Package(
             pkgConfig: "libavformat",
             providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswresample-dev"])]
         ),
+        // libsonic has no pkg-config file; Debian's libsonic-dev puts sonic.h and libsonic.so in the default paths.
+        .systemLibrary(name: "CSonic", providers: [.apt(["libsonic-dev"])]),
         .target(name: "CAllocCounter"),
         // Apple's C structs (the queue callbacks are @convention(c) and point to them).
         .target(name: "CCoreAudioTypes"),
@@ -43,12 +46,12 @@ let package = Package(
         // Device layer: backends, streams, clock, lock-free rings.
         .target(name: "AudioHAL", dependencies: ["CoreAudioTypes", "CPulseAudio"], swiftSettings: strict),
         // FFmpeg: demux/decode, encode/mux, resample.
-        .target(name: "AudioCodecs", dependencies: ["CoreAudioTypes", "CFFmpeg"], swiftSettings: strict),
+        .target(name: "AudioCodecs", dependencies: ["CoreAudioTypes", "CFFmpeg", "CSonic"], swiftSettings: strict),
         // Apple's C-style API with Swift signatures.
         .target(
             name: "AudioToolbox", dependencies: ["CoreAudioTypes", "CAudioQueueTypes", "AudioHAL", "AudioCodecs"],
             swiftSettings: strict),
-        .target(name: "AVFAudio", dependencies: ["AudioToolbox"], swiftSettings: strict),
+        .target(name: "AVFAudio", dependencies: ["AudioToolbox", "AudioCodecs"], swiftSettings: strict),
         .target(name: "AVFoundation", dependencies: ["AVFAudio"], swiftSettings: strict),
 
         // Private PulseAudio server and signal analysis, shared by tests, benchmark and demo.
@@ -57,7 +60,8 @@ let package = Package(
         // macOS's command-line tools.
         .executableTarget(name: "afinfo", dependencies: ["AudioToolbox"], swiftSettings: strict),
         .executableTarget(name: "afconvert", dependencies: ["AudioToolbox"], swiftSettings: strict),
-        .executableTarget(name: "afplay", dependencies: ["AudioToolbox"], swiftSettings: strict),
+        .executableTarget(name: "afplay", dependencies: ["AVFAudio"], swiftSettings: strict),
+        .executableTarget(name: "afrecord", dependencies: ["AVFAudio"], swiftSettings: strict),
         // A recorder the crash-safety test kills mid-write.
         .executableTarget(name: "openavf-crashwriter", dependencies: ["AudioToolbox"], swiftSettings: strict),
         // Another process with an audio session, for the session tests.

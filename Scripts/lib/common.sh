@@ -9,6 +9,7 @@ OPENAVF_PACKAGES=(
     pulseaudio        # the private server tests, benchmark and headless demo start
     pulseaudio-utils  # pactl, pacat, parec: real peers the tests and benchmark measure against
     libavformat-dev   # FFmpeg: containers (AudioCodecs)
+    libsonic-dev      # speed change with pitch kept (AVAudioPlayer.rate)
     libavcodec-dev    # FFmpeg: codecs
     libavutil-dev
     libswresample-dev # FFmpeg: sample rate conversion

@@ -53,7 +53,7 @@ public let AVSampleRateConverterAlgorithm_Mastering = "AVSampleRateConverterAlgo
 public let AVSampleRateConverterAlgorithm_MinimumPhase = "AVSampleRateConverterAlgorithm_MinimumPhase"
 
 /// A settings value as a number: settings dictionaries hold `NSNumber`s on Apple's platforms and
-/// Swift numbers when built in Swift; both are accepted.
+/// Swift numbers when built in Swift; both are accepted, and an ``AVAudioQuality`` for its raw value.
 func settingsNumber(_ value: Any?) -> Double? {
     switch value {
     case let v as Double: v
@@ -66,6 +66,7 @@ func settingsNumber(_ value: Any?) -> Double? {
     case let v as UInt64: Double(v)
     case let v as Bool: v ? 1 : 0
     case let v as NSNumber: v.doubleValue
+    case let v as AVAudioQuality: Double(v.rawValue)
     default: nil
     }
 }

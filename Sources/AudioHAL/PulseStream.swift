@@ -217,6 +217,13 @@ final class PulseStream: HALStream, @unchecked Sendable {
             backend.await(pa_stream_cork(stream, corked ? 1 : 0, { _, _, ud in
                 pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
             }, UnsafeMutableRawPointer(backend.mainloop)))
+            // The server asks for data once: room it asked for and did not get (the end of the
+            // previous run left it unfilled) is never asked for again, so fill it now. The main
+            // loop lock is held, so this cannot overlap the server thread's write callback.
+            if !corked && playback != nil {
+                let writable = pa_stream_writable_size(stream)
+                if writable != Int(bitPattern: UInt(bitPattern: -1)) && writable >= frameBytes { serverWantsData(writable) }
+            }
         }
     }
 

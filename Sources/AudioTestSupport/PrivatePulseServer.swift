@@ -25,6 +25,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
 
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
+        public init(description: String) { self.description = description }
     }
 
     /// Starts a server; returns once it answers `pactl info`, or throws after `timeout` seconds.

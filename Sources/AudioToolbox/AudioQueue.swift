@@ -255,3 +255,12 @@ public func AudioQueueReset(_ inAQ: AudioQueueRef) -> OSStatus {
     guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     return queue.reset()
 }
+
+/// Waits until the buffers an ``AudioQueueStop(_:_:)`` (immediate) or ``AudioQueueReset(_:)``
+/// handed back have been through the callback, so that they can be enqueued again; `false` after
+/// `timeout` seconds or for a disposed queue. For AVFAudio's player, which refills from its own
+/// thread after a seek. Never call it from the queue's callback.
+package func AudioQueueWaitForReturnedBuffers(_ inAQ: AudioQueueRef, timeout: Double) -> Bool {
+    guard let queue = liveQueues.lookup(inAQ) else { return false }
+    return queue.waitForResetCallbacks(timeout: timeout)
+}

@@ -121,6 +121,8 @@ final class AudioQueueObject: @unchecked Sendable {
 
     /// Reset batches handed to the callback context and not yet run; enqueue fails meanwhile.
     private let resetsInFlight = Atomic<Int>(0)
+    /// Broadcast when ``resetsInFlight`` falls to 0.
+    private let resetsSettled = NSCondition()
     private let inbox = Mutex<[CallbackWork]>([])
     private let alive = Atomic<Bool>(true)
     private let threadDone = Wakeup()
@@ -567,11 +569,28 @@ final class AudioQueueObject: @unchecked Sendable {
         return noErr
     }
 
+    /// Waits until the callbacks of every stop or reset so far have run (enqueueing is refused
+    /// until then); `false` after `timeout` seconds. Never call it on the queue's callback thread.
+    func waitForResetCallbacks(timeout: Double) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        resetsSettled.lock()
+        defer { resetsSettled.unlock() }
+        while resetsInFlight.load(ordering: .acquiring) > 0 {
+            if !resetsSettled.wait(until: deadline) { return resetsInFlight.load(ordering: .acquiring) == 0 }
+        }
+        return true
+    }
+
     /// Runs reset callbacks with enqueueing refused until they have run.
     private func deliverReset(_ work: [CallbackWork], inline: Bool) {
         guard !work.isEmpty else { return }
         resetsInFlight.add(1, ordering: .acquiringAndReleasing)
-        let done = CallbackWork { [self] in resetsInFlight.subtract(1, ordering: .acquiringAndReleasing) }
+        let done = CallbackWork { [self] in
+            resetsSettled.lock()
+            resetsInFlight.subtract(1, ordering: .acquiringAndReleasing)
+            resetsSettled.broadcast()
+            resetsSettled.unlock()
+        }
         deliver(work + [done], inline: inline)
     }
 
@@ -606,7 +625,8 @@ final class AudioQueueObject: @unchecked Sendable {
             slot.enqueued = false
             if isOutput { work.append(callbackWork(slot, completed: CompletedItem(token: token, frames: 0, sampleTime: 0, hostTime: 0))) }
         }
-        if restartTimeline { scheduledEnd = 0 }
+        // The next buffer starts when it is enqueued, not after what was dropped.
+        scheduledEnd = restartTimeline ? 0 : currentSampleTime() ?? 0
         return work
     }
 

@@ -1,0 +1,678 @@
+internal import AudioCodecs
+import AudioToolbox
+public import Foundation
+
+/// What an ``AVAudioPlayer`` tells its delegate. Both methods have empty default implementations.
+///
+/// Apple calls these on the main thread. Here they arrive on a serial dispatch queue private to the
+/// player (never the real-time thread, never with a lock held), so that programs without a main
+/// run loop hear them too; hop to the main actor yourself where it matters.
+public protocol AVAudioPlayerDelegate: AnyObject {
+    /// Playback reached the end (after every loop): `flag` is `false` when it stopped because the
+    /// data could not be decoded. Not called after ``AVAudioPlayer/stop()`` or an interruption.
+    func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool)
+    /// The data could not be decoded part way through; playback stops.
+    func audioPlayerDecodeErrorDidOccur(_ player: AVAudioPlayer, error: (any Error)?)
+}
+
+extension AVAudioPlayerDelegate {
+    public func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool) {}
+    public func audioPlayerDecodeErrorDidOccur(_ player: AVAudioPlayer, error: (any Error)?) {}
+}
+
+/// Plays a sound file or in-memory data on the sound server: Apple's `AVAudioPlayer`.
+///
+/// Built on an output audio queue fed from an `ExtAudioFile` on the queue's thread; decoding,
+/// looping and rate change happen there, volume, pan and metering in the queue. Interruptions of
+/// the audio session pause it (``isPlaying`` turns false; call ``play()`` after `.ended`); route
+/// changes keep it playing on the new device.
+open class AVAudioPlayer: NSObject, @unchecked Sendable {
+    public let url: URL?
+    public let data: Data?
+    /// The format of the file's audio data.
+    public let format: AVAudioFormat
+    public var settings: [String: Any] { format.settings }
+    public var numberOfChannels: Int { Int(format.channelCount) }
+    /// Total duration of the sound, in seconds.
+    public let duration: TimeInterval
+    public weak var delegate: (any AVAudioPlayerDelegate)?
+
+    private let core: PlayerCore
+
+    public convenience init(contentsOf url: URL) throws {
+        try self.init(contentsOf: url, fileTypeHint: nil)
+    }
+
+    /// `utiString` names the file type (`"com.apple.m4a-audio"`, `"public.mp3"`, or an
+    /// `AVFileType` raw value); it is only a hint: the type is found from the content.
+    public init(contentsOf url: URL, fileTypeHint utiString: String?) throws {
+        self.url = url
+        self.data = nil
+        core = try PlayerCore(path: url.path, cleanup: nil)
+        format = core.fileFormat
+        duration = core.duration
+        super.init()
+        core.owner = self
+    }
+
+    public convenience init(data: Data) throws {
+        try self.init(data: data, fileTypeHint: nil)
+    }
+
+    /// Plays `data` as a file's content. On Linux the bytes go to an unlinked temporary file
+    /// (in `$TMPDIR`) that the decoder reads; it disappears with the player.
+    public init(data: Data, fileTypeHint utiString: String?) throws {
+        self.url = nil
+        self.data = data
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("openavf-player-\(UUID().uuidString)").path
+        guard FileManager.default.createFile(atPath: path, contents: data) else {
+            throw statusError(kAudioFilePermissionsError, "cannot store the data in \(path)")
+        }
+        do {
+            core = try PlayerCore(path: path, cleanup: path)
+        } catch {
+            unlink(path)
+            throw error
+        }
+        format = core.fileFormat
+        duration = core.duration
+        super.init()
+        core.owner = self
+    }
+
+    deinit { core.dispose() }
+
+    // MARK: Transport
+
+    /// Opens the server stream and decodes the first buffers so that ``play()`` starts at once.
+    @discardableResult
+    open func prepareToPlay() -> Bool { core.prepare() }
+
+    /// Plays from ``currentTime``, or resumes after ``pause()``. `false` when no sound server answers.
+    @discardableResult
+    open func play() -> Bool { core.play(at: nil) }
+
+    /// Plays at `time`, a value of ``deviceCurrentTime`` (for example `deviceCurrentTime + 0.5`):
+    /// the first sample reaches the device then. A time in the past plays at once.
+    @discardableResult
+    open func play(atTime time: TimeInterval) -> Bool {
+        core.play(at: time > 0 ? UInt64(time * 1e9) : nil)
+    }
+
+    /// Pauses; ``play()`` resumes at the same sample.
+    open func pause() { core.pause() }
+
+    /// Stops and lets go of the stream. ``currentTime`` stays where playback stopped; the
+    /// delegate's `audioPlayerDidFinishPlaying` is not called.
+    open func stop() { core.stop() }
+
+    open var isPlaying: Bool { core.isPlaying }
+
+    // MARK: Position and time
+
+    /// Seconds into the sound: where playback is (what is heard now), or where ``play()`` starts.
+    /// Setting it seeks, also while playing.
+    open var currentTime: TimeInterval {
+        get { core.currentTime }
+        set { core.seek(to: newValue) }
+    }
+
+    /// The output device's clock in seconds: the host clock (`CLOCK_MONOTONIC`), which is the
+    /// time base audio queues and the sound server's timing use on Linux. Grows while the player
+    /// exists; use it with ``play(atTime:)``.
+    open var deviceCurrentTime: TimeInterval { Double(AudioGetCurrentHostTime()) / 1e9 }
+
+    /// Extra plays after the first: 0 plays once, n plays n + 1 times, any negative number loops
+    /// until ``stop()``.
+    open var numberOfLoops: Int {
+        get { core.withLock { core.numberOfLoops } }
+        set { core.withLock { core.numberOfLoops = newValue } }
+    }
+
+    // MARK: Level, pan, rate
+
+    /// Playback gain, 0…1 (linear).
+    open var volume: Float {
+        get { core.volume }
+        set { core.setVolume(newValue, fade: 0) }
+    }
+
+    /// Moves ``volume`` to `volume` linearly over `duration` seconds.
+    open func setVolume(_ volume: Float, fadeDuration duration: TimeInterval) {
+        core.setVolume(volume, fade: duration)
+    }
+
+    /// Stereo position, −1 (left) … 1 (right). A mono sound is placed between the two channels; a
+    /// stereo sound is balanced (the other channel is attenuated).
+    open var pan: Float {
+        get { core.pan }
+        set { core.setPan(newValue) }
+    }
+
+    /// Allows ``rate`` to change the speed. Set it before ``prepareToPlay()`` or ``play()``.
+    open var enableRate: Bool {
+        get { core.withLock { core.enableRate } }
+        set { core.withLock { core.enableRate = newValue } }
+    }
+
+    /// Playback speed, 0.5…2 (clamped), with the pitch kept (libsonic); 1 unless ``enableRate``.
+    open var rate: Float {
+        get { core.withLock { core.rate } }
+        set { core.withLock { core.rate = min(max(newValue, 0.5), 2) } }
+    }
+
+    // MARK: Metering
+
+    /// Turns the meters on; off by default.
+    open var isMeteringEnabled: Bool {
+        get { core.isMeteringEnabled }
+        set { core.isMeteringEnabled = newValue }
+    }
+
+    /// Refreshes the values ``averagePower(forChannel:)`` and ``peakPower(forChannel:)`` return
+    /// with what played since the previous call.
+    open func updateMeters() { core.updateMeters() }
+
+    /// Average power of `channelNumber` in dBFS: 0 is full scale, −160 silence; a full-scale sine
+    /// reads −3.01. Smoothed as ``AVAudioPlayer`` meters are (see `AVAudioPowerMeter`).
+    open func averagePower(forChannel channelNumber: Int) -> Float { core.meterValue(channelNumber, peak: false) }
+
+    /// Peak power of `channelNumber` in dBFS, held for half a second and then falling.
+    open func peakPower(forChannel channelNumber: Int) -> Float { core.meterValue(channelNumber, peak: true) }
+
+    /// The output device's name on the sound server (a PulseAudio sink), or `nil` for the default.
+    open var currentDevice: String? {
+        get { core.withLock { core.deviceName } }
+        set { core.withLock { core.deviceName = newValue } }
+    }
+
+    // MARK: Delegate delivery (called by the core, on its delegate queue)
+
+    fileprivate func tellFinished(successfully: Bool) {
+        delegate?.audioPlayerDidFinishPlaying(self, successfully: successfully)
+    }
+
+    fileprivate func tellDecodeError(_ error: any Error) {
+        delegate?.audioPlayerDecodeErrorDidOccur(self, error: error)
+    }
+}
+
+/// The player's machinery: the file, the queue and its buffers, looping, rate, the map from the
+/// queue's timeline to file positions. All state is under `lock`; the queue's callback thread and
+/// the caller's thread share it. Queue calls that wait for callbacks are made without the lock.
+private final class PlayerCore: @unchecked Sendable {
+    enum State { case idle, prepared, playing, paused }
+
+    /// A buffer on the queue: where it starts on the queue's timeline and in the file.
+    struct Segment {
+        var queueStart: Double
+        var frames: Int
+        var fileStart: Double
+        var rate: Double
+    }
+
+    let lock = NSLock()
+    let file: ExtAudioFileRef
+    let fileFormat: AVAudioFormat
+    let channels: Int
+    let sampleRate: Double
+    let length: Int64
+    let duration: TimeInterval
+    private let cleanup: String?
+    weak var owner: AVAudioPlayer?
+    private let delegateQueue = DispatchQueue(label: "AVAudioPlayer.delegate")
+    private var interruptionObserver: (any NSObjectProtocol)?
+
+    // Settings.
+    var numberOfLoops = 0
+    var enableRate = false
+    var rate: Float = 1
+    var deviceName: String?
+    private(set) var volume: Float = 1
+    private(set) var pan: Float = 0
+
+    // Transport.
+    private var queue: AudioQueueRef?
+    private var idle: [AudioQueueBufferRef] = []
+    private var bufferFrames = 0
+    private var state = State.idle
+    /// Callbacks refill buffers (false while stopping, seeking, or after the end).
+    private var feeding = false
+    /// The file is exhausted and an asynchronous stop was asked for (or will be at start).
+    private var ended = false
+    private var endNeedsStop = false
+    private var decodeError: OSStatus = noErr
+    /// Next file frame to decode, and loops still to play at the end.
+    private var readPosition: Int64 = 0
+    private var loopsLeft = 0
+    /// File position (frames, unwrapped) of the next output frame when the rate changes speed.
+    private var producedPosition: Double = 0
+    /// Where playback starts when not playing (frames).
+    private var restPosition: Double = 0
+    private var segments: [Segment] = []
+    private var stretcher: TimePitchProcessor?
+    private var inputEnded = false
+    private var scratch: [Float] = []
+
+    // Metering.
+    private var meteringOn = false
+    private var meter: AVAudioPowerMeter
+
+    init(path: String, cleanup: String?) throws {
+        self.cleanup = cleanup
+        var ref: ExtAudioFileRef?
+        let status = ExtAudioFileOpenURL(URL(fileURLWithPath: path) as CFURL, &ref)
+        guard status == noErr, let ref else {
+            throw statusError(status, "cannot open \(cleanup == nil ? path : "the data") as audio: \(ExtAudioFileLastFailureReason())")
+        }
+        var desc = AudioStreamBasicDescription()
+        var size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
+        var frames: Int64 = 0
+        var frameSize = UInt32(8)
+        guard ExtAudioFileGetProperty(ref, kExtAudioFileProperty_FileDataFormat, &size, &desc) == noErr,
+            ExtAudioFileGetProperty(ref, kExtAudioFileProperty_FileLengthFrames, &frameSize, &frames) == noErr,
+            desc.mSampleRate > 0, (1...8).contains(desc.mChannelsPerFrame),
+            let format = AVAudioFormat(streamDescription: &desc, channelLayout: nil)
+        else {
+            ExtAudioFileDispose(ref)
+            throw statusError(kAudioFileUnsupportedDataFormatError, "the audio has no playable format (1 to 8 channels)")
+        }
+        let channels = Int(desc.mChannelsPerFrame)
+        var client = AudioStreamBasicDescription(
+            mSampleRate: desc.mSampleRate, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked,
+            mBytesPerPacket: UInt32(4 * channels), mFramesPerPacket: 1, mBytesPerFrame: UInt32(4 * channels),
+            mChannelsPerFrame: UInt32(channels), mBitsPerChannel: 32, mReserved: 0)
+        let set = ExtAudioFileSetProperty(ref, kExtAudioFileProperty_ClientDataFormat, UInt32(MemoryLayout<AudioStreamBasicDescription>.size), &client)
+        guard set == noErr else {
+            ExtAudioFileDispose(ref)
+            throw statusError(set, "cannot decode the audio: \(ExtAudioFileLastFailureReason())")
+        }
+        file = ref
+        fileFormat = format
+        self.channels = channels
+        sampleRate = desc.mSampleRate
+        length = frames
+        duration = Double(frames) / desc.mSampleRate
+        meter = AVAudioPowerMeter(channels: channels)
+        if let cleanup { unlink(cleanup) }  // the open file stays readable
+        interruptionObserver = NotificationCenter.default.addObserver(
+            forName: AVAudioSession.interruptionNotification, object: nil, queue: nil
+        ) { [weak self] note in
+            guard let raw = note.userInfo?[AVAudioSessionInterruptionTypeKey] as? UInt,
+                AVAudioSession.InterruptionType(rawValue: raw) == .began
+            else { return }
+            self?.interrupted()
+        }
+    }
+
+    func dispose() {
+        if let interruptionObserver { NotificationCenter.default.removeObserver(interruptionObserver) }
+        lock.lock()
+        feeding = false
+        let q = queue
+        queue = nil
+        lock.unlock()
+        if let q { AudioQueueDispose(q, true) }
+        ExtAudioFileDispose(file)
+    }
+
+    func withLock<T>(_ body: () -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body()
+    }
+
+    // MARK: Queue
+
+    static let callback: AudioQueueOutputCallback = { userData, queue, buffer in
+        Unmanaged<PlayerCore>.fromOpaque(userData!).takeUnretainedValue().refill(queue, buffer)
+    }
+
+    static let runningListener: AudioQueuePropertyListenerProc = { userData, queue, _ in
+        Unmanaged<PlayerCore>.fromOpaque(userData!).takeUnretainedValue().runningChanged(queue)
+    }
+
+    /// Creates the queue and its buffers. Call with `lock` held.
+    private func makeQueue() -> Bool {
+        if queue != nil { return true }
+        var desc = AudioStreamBasicDescription(
+            mSampleRate: sampleRate, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked,
+            mBytesPerPacket: UInt32(4 * channels), mFramesPerPacket: 1, mBytesPerFrame: UInt32(4 * channels),
+            mChannelsPerFrame: UInt32(channels), mBitsPerChannel: 32, mReserved: 0)
+        var q: AudioQueueRef?
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        guard AudioQueueNewOutput(&desc, Self.callback, me, nil, nil, 0, &q) == noErr, let q else { return false }
+        AudioQueueAddPropertyListener(q, kAudioQueueProperty_IsRunning, Self.runningListener, me)
+        if let deviceName {
+            let name: CFString? = deviceName
+            _ = withUnsafePointer(to: name) { AudioQueueSetProperty(q, kAudioQueueProperty_CurrentDevice, $0, UInt32(MemoryLayout<CFString?>.size)) }
+        }
+        // Four buffers of 40 ms: the first sound leaves after one, and a slow decode has 120 ms of slack.
+        bufferFrames = max(256, Int(sampleRate * 0.04))
+        for _ in 0..<4 {
+            var b: AudioQueueBufferRef?
+            guard AudioQueueAllocateBuffer(q, UInt32(bufferFrames * 4 * channels), &b) == noErr, let b else {
+                AudioQueueDispose(q, true)
+                return false
+            }
+            idle.append(b)
+        }
+        AudioQueueSetParameter(q, kAudioQueueParam_Volume, volume)
+        AudioQueueSetParameter(q, kAudioQueueParam_Pan, pan)
+        var on: UInt32 = meteringOn ? 1 : 0
+        AudioQueueSetProperty(q, kAudioQueueProperty_EnableLevelMetering, &on, 4)
+        scratch = Array(repeating: 0, count: 2048 * channels)
+        queue = q
+        return true
+    }
+
+    /// The queue's callback: a buffer has played. Refills it unless playback is winding down.
+    private func refill(_ q: AudioQueueRef, _ buffer: AudioQueueBufferRef) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard feeding, !ended, q == queue else {
+            idle.append(buffer)
+            return
+        }
+        if !fill(buffer, q) { idle.append(buffer) }
+    }
+
+    /// Decodes into `buffer` and enqueues it; at the end of the sound asks the queue to stop once
+    /// everything enqueued has played. Call with `lock` held.
+    private func fill(_ buffer: AudioQueueBufferRef, _ q: AudioQueueRef) -> Bool {
+        let out = buffer.pointee.mAudioData.assumingMemoryBound(to: Float.self)
+        let speed = enableRate ? Double(rate) : 1
+        var produced = 0
+        if speed != 1 || stretcher != nil {
+            produced = stretch(into: out, speed: speed)
+        } else {
+            produced = read(into: out, frames: bufferFrames)
+        }
+        guard produced > 0 else {
+            finishFeeding(q)
+            return false
+        }
+        buffer.pointee.mAudioDataByteSize = UInt32(produced * 4 * channels)
+        var actual = AudioTimeStamp()
+        let status = AudioQueueEnqueueBufferWithParameters(q, buffer, 0, nil, 0, 0, 0, nil, nil, &actual)
+        guard status == noErr else { return false }
+        if segments.count >= 16 { segments.removeFirst(segments.count - 15) }
+        segments.append(Segment(queueStart: actual.mSampleTime, frames: produced, fileStart: producedPosition, rate: speed))
+        producedPosition += Double(produced) * speed
+        return true
+    }
+
+    /// Reads up to `frames` frames of the file at `readPosition`, looping as asked. Call with
+    /// `lock` held.
+    private func read(into out: UnsafeMutablePointer<Float>, frames: Int) -> Int {
+        var got = 0
+        while got < frames {
+            var n = UInt32(frames - got)
+            var list = AudioBufferList(
+                mNumberBuffers: 1,
+                mBuffers: AudioBuffer(mNumberChannels: UInt32(channels), mDataByteSize: n * UInt32(4 * channels), mData: UnsafeMutableRawPointer(out + got * channels)))
+            let status = ExtAudioFileRead(file, &n, &list)
+            if status != noErr {
+                decodeError = status
+                report(statusError(status, "the audio could not be decoded at \(String(format: "%.3f", Double(readPosition) / sampleRate)) s: \(ExtAudioFileLastFailureReason())"))
+                loopsLeft = 0
+                return got
+            }
+            if n == 0 {
+                guard loopsLeft != 0, readPosition > 0 else { return got }
+                if loopsLeft > 0 { loopsLeft -= 1 }
+                _ = ExtAudioFileSeek(file, 0)
+                readPosition = 0
+                continue
+            }
+            got += Int(n)
+            readPosition += Int64(n)
+        }
+        return got
+    }
+
+    /// Fills `out` with time-stretched audio. Call with `lock` held.
+    private func stretch(into out: UnsafeMutablePointer<Float>, speed: Double) -> Int {
+        if stretcher == nil { stretcher = try? TimePitchProcessor(sampleRate: Int(sampleRate), channels: channels) }
+        guard let stretcher else { return read(into: out, frames: bufferFrames) }
+        stretcher.speed = Float(speed)
+        var produced = 0
+        while produced < bufferFrames {
+            let n = stretcher.read(into: out + produced * channels, maxFrames: bufferFrames - produced)
+            produced += n
+            if n > 0 { continue }
+            if inputEnded { break }
+            let got = scratch.withUnsafeMutableBufferPointer { read(into: $0.baseAddress!, frames: 2048) }
+            if got > 0 {
+                scratch.withUnsafeBufferPointer { stretcher.write($0.baseAddress!, frames: got) }
+            } else {
+                stretcher.flush()
+                inputEnded = true
+            }
+        }
+        return produced
+    }
+
+    /// The sound is exhausted: stop after what is enqueued has played. Call with `lock` held.
+    private func finishFeeding(_ q: AudioQueueRef) {
+        ended = true
+        if state == .playing {
+            AudioQueueStop(q, false)
+        } else {
+            endNeedsStop = true  // stopped when play() starts the queue
+        }
+    }
+
+    /// `kAudioQueueProperty_IsRunning` changed: after an asynchronous stop at the end, the
+    /// sound has finished.
+    private func runningChanged(_ q: AudioQueueRef) {
+        var running: UInt32 = 0
+        var size = UInt32(4)
+        AudioQueueGetProperty(q, kAudioQueueProperty_IsRunning, &running, &size)
+        lock.lock()
+        guard running == 0, ended, state == .playing, q == queue else {
+            lock.unlock()
+            return
+        }
+        state = .idle
+        feeding = false
+        restPosition = 0
+        segments = []
+        let success = decodeError == noErr
+        lock.unlock()
+        delegateQueue.async { [weak owner] in owner?.tellFinished(successfully: success) }
+    }
+
+    private func report(_ error: any Error) {
+        let box = UncheckedError(error: error)
+        delegateQueue.async { [weak owner] in owner?.tellDecodeError(box.error) }
+    }
+
+    /// Resets decoding to start at `restPosition` and fills every idle buffer. Call with `lock`
+    /// held, every buffer idle.
+    private func startFeeding(_ q: AudioQueueRef) {
+        let start = Int64(restPosition.rounded(.down))
+        _ = ExtAudioFileSeek(file, min(max(start, 0), max(length - 1, 0)))
+        readPosition = start
+        producedPosition = Double(start)
+        loopsLeft = numberOfLoops
+        ended = false
+        endNeedsStop = false
+        decodeError = noErr
+        inputEnded = false
+        stretcher?.reset()
+        if !(enableRate && rate != 1) { stretcher = nil }
+        segments = []
+        feeding = true
+        let buffers = idle
+        idle = []
+        for b in buffers where !fill(b, q) { idle.append(b) }
+    }
+
+    // MARK: Transport
+
+    /// Waits (without the lock) until buffers handed back by a stop or reset are idle again.
+    private func settle() {
+        guard let q = withLock({ queue }) else { return }
+        _ = AudioQueueWaitForReturnedBuffers(q, timeout: 2)
+    }
+
+    func prepare() -> Bool {
+        settle()
+        lock.lock()
+        defer { lock.unlock() }
+        return prepareLocked()
+    }
+
+    private func prepareLocked() -> Bool {
+        guard makeQueue(), let q = queue else { return false }
+        guard state == .idle else { return true }
+        startFeeding(q)
+        guard AudioQueuePrime(q, 0, nil) == noErr else { return false }
+        state = .prepared
+        return true
+    }
+
+    func play(at hostTime: UInt64?) -> Bool {
+        settle()
+        lock.lock()
+        defer { lock.unlock() }
+        if state == .playing { return true }
+        guard prepareLocked(), let q = queue else { return false }
+        var when = AudioTimeStamp()
+        if let hostTime, hostTime > AudioGetCurrentHostTime() {
+            when.mHostTime = hostTime
+            when.mFlags = [.hostTimeValid]
+        }
+        let status = when.mFlags.isEmpty ? AudioQueueStart(q, nil) : AudioQueueStart(q, &when)
+        guard status == noErr else { return false }
+        state = .playing
+        if endNeedsStop {
+            endNeedsStop = false
+            AudioQueueStop(q, false)
+        }
+        return true
+    }
+
+    func pause() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard state == .playing, let q = queue else { return }
+        AudioQueuePause(q)
+        state = .paused
+    }
+
+    private func interrupted() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard state == .playing, let q = queue else { return }
+        AudioQueuePause(q)  // the session pauses the queue already; this makes it certain
+        state = .paused
+    }
+
+    func stop() {
+        lock.lock()
+        guard let q = queue, state != .idle else {
+            lock.unlock()
+            return
+        }
+        restPosition = positionLocked()
+        state = .idle
+        feeding = false
+        segments = []
+        lock.unlock()
+        AudioQueueStop(q, true)
+        _ = AudioQueueWaitForReturnedBuffers(q, timeout: 2)
+    }
+
+    var isPlaying: Bool { withLock { state == .playing } }
+
+    var currentTime: TimeInterval { withLock { positionLocked() / sampleRate } }
+
+    /// The file position being heard (frames). Call with `lock` held.
+    private func positionLocked() -> Double {
+        guard state != .idle, let q = queue, !segments.isEmpty else { return restPosition }
+        var now = AudioTimeStamp()
+        guard AudioQueueGetCurrentTime(q, nil, &now, nil) == noErr else { return segments[0].fileStart }
+        let t = now.mSampleTime
+        var playing = segments[0]
+        for s in segments where s.queueStart <= t { playing = s }
+        let into = min(max(t - playing.queueStart, 0), Double(playing.frames))
+        let position = playing.fileStart + into * playing.rate
+        return length > 0 ? position.truncatingRemainder(dividingBy: Double(length)) : position
+    }
+
+    func seek(to time: TimeInterval) {
+        let target = min(max(time.isFinite ? time : 0, 0), duration) * sampleRate
+        lock.lock()
+        guard let q = queue, state != .idle else {
+            restPosition = target
+            lock.unlock()
+            return
+        }
+        feeding = false
+        lock.unlock()
+        AudioQueueReset(q)
+        _ = AudioQueueWaitForReturnedBuffers(q, timeout: 2)
+        lock.lock()
+        defer { lock.unlock() }
+        guard queue == q, state != .idle else { return }
+        restPosition = target
+        startFeeding(q)
+        if endNeedsStop && state == .playing {
+            endNeedsStop = false
+            AudioQueueStop(q, false)
+        }
+    }
+
+    // MARK: Level, pan, meters
+
+    func setVolume(_ value: Float, fade: TimeInterval) {
+        lock.lock()
+        defer { lock.unlock() }
+        volume = min(max(value.isFinite ? value : 0, 0), 1)
+        guard let q = queue else { return }
+        AudioQueueSetParameter(q, kAudioQueueParam_VolumeRampTime, Float(max(fade, 0)))
+        AudioQueueSetParameter(q, kAudioQueueParam_Volume, volume)
+    }
+
+    func setPan(_ value: Float) {
+        lock.lock()
+        defer { lock.unlock() }
+        pan = min(max(value.isFinite ? value : 0, -1), 1)
+        if let q = queue { AudioQueueSetParameter(q, kAudioQueueParam_Pan, pan) }
+    }
+
+    var isMeteringEnabled: Bool {
+        get { withLock { meteringOn } }
+        set {
+            lock.lock()
+            defer { lock.unlock() }
+            meteringOn = newValue
+            meter.clear()
+            if let q = queue {
+                var on: UInt32 = newValue ? 1 : 0
+                AudioQueueSetProperty(q, kAudioQueueProperty_EnableLevelMetering, &on, 4)
+            }
+        }
+    }
+
+    func updateMeters() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard meteringOn, let q = queue else { return }
+        meter.update(from: q)
+    }
+
+    func meterValue(_ channel: Int, peak: Bool) -> Float {
+        lock.lock()
+        defer { lock.unlock() }
+        guard meteringOn, channel >= 0, channel < channels else { return AVAudioPowerMeter.floor }
+        return peak ? meter.peak[channel] : meter.average[channel]
+    }
+}
+
+/// Carries an error to the delegate queue.
+private struct UncheckedError: @unchecked Sendable {
+    let error: any Error
+}

@@ -1,0 +1,77 @@
+import AudioToolbox
+import Foundation
+
+/// The meters of ``AVAudioPlayer`` and ``AVAudioRecorder``: per-channel average and peak power in
+/// dBFS, read from the queue's level meter (`kAudioQueueProperty_CurrentLevelMeter`: RMS and peak
+/// of what was played or captured since the previous read) and shaped the way Apple's meters move.
+///
+/// - Average: the interval's RMS, smoothed in power with a 50 ms time constant (a steady signal
+///   reads its exact RMS level: a full-scale sine −3.01 dB). An interval of digital silence reads
+///   −160 dB at once.
+/// - Peak: rises at once, is held for 0.5 s, then falls 60 dB a second (never below the interval's
+///   peak).
+/// - 0 dBFS is full scale; −160 dB is the floor.
+struct AVAudioPowerMeter {
+    static let floor: Float = -160
+    private static let averageTimeConstant = 0.05
+    private static let peakHold = 0.5
+    private static let peakFallPerSecond: Float = 60
+
+    private var power: [Float]
+    private var peakDB: [Float]
+    private var peakSetAt: [UInt64]
+    private var lastUpdate: UInt64 = 0
+    private(set) var average: [Float]
+    private(set) var peak: [Float]
+
+    init(channels: Int) {
+        power = Array(repeating: 0, count: channels)
+        peakDB = Array(repeating: Self.floor, count: channels)
+        peakSetAt = Array(repeating: 0, count: channels)
+        average = Array(repeating: Self.floor, count: channels)
+        peak = Array(repeating: Self.floor, count: channels)
+    }
+
+    static func decibels(_ linear: Float) -> Float { linear > 0 ? max(floor, 20 * log10(linear)) : floor }
+
+    /// Takes the levels measured since the last update (linear RMS and peak per channel).
+    mutating func update(rms: [Float], peaks: [Float], now: UInt64 = AudioGetCurrentHostTime()) {
+        let dt = lastUpdate == 0 ? 1 : Double(now &- lastUpdate) / 1e9
+        lastUpdate = now
+        let keep = Float(exp(-dt / Self.averageTimeConstant))
+        for c in 0..<average.count {
+            let r = c < rms.count ? rms[c] : 0
+            let p = c < peaks.count ? peaks[c] : 0
+            if p == 0 {
+                power[c] = 0
+            } else {
+                power[c] = keep * power[c] + (1 - keep) * r * r
+            }
+            average[c] = power[c] > 0 ? max(Self.floor, 10 * log10(power[c])) : Self.floor
+            let newPeak = Self.decibels(p)
+            if newPeak >= peakDB[c] {
+                peakDB[c] = newPeak
+                peakSetAt[c] = now
+            } else {
+                let held = Double(now &- peakSetAt[c]) / 1e9
+                if held > Self.peakHold {
+                    let fall = Self.peakFallPerSecond * Float(min(dt, held - Self.peakHold))
+                    peakDB[c] = max(newPeak, peakDB[c] - fall)
+                }
+            }
+            peak[c] = peakDB[c]
+        }
+    }
+
+    /// Reads the queue's level meter and updates; a queue without metering leaves the values.
+    mutating func update(from queue: AudioQueueRef) {
+        let channels = average.count
+        var states = [AudioQueueLevelMeterState](repeating: .init(), count: channels)
+        var size = UInt32(MemoryLayout<AudioQueueLevelMeterState>.stride * channels)
+        guard AudioQueueGetProperty(queue, kAudioQueueProperty_CurrentLevelMeter, &states, &size) == noErr else { return }
+        update(rms: states.map(\.mAveragePower), peaks: states.map(\.mPeakPower))
+    }
+
+    /// Back to silence (a new recording or playback).
+    mutating func clear() { self = AVAudioPowerMeter(channels: average.count) }
+}

@@ -1,0 +1,2 @@
+// libsonic (Debian libsonic-dev): speed change with pitch kept, for AVAudioPlayer.rate.
+#include <sonic.h>

@@ -1,0 +1,278 @@
+import AVFAudio
+import AudioTestSupport
+import AudioToolbox
+import Foundation
+import XCTest
+
+/// Counts what a player tells its delegate.
+final class PlayerDelegateLog: AVAudioPlayerDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var finishes: [Bool] = []
+    private var errors: [String] = []
+
+    func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool) {
+        lock.withLock { finishes.append(flag) }
+    }
+
+    func audioPlayerDecodeErrorDidOccur(_ player: AVAudioPlayer, error: (any Error)?) {
+        lock.withLock { errors.append(error.map { "\($0)" } ?? "nil") }
+    }
+
+    var finished: [Bool] { lock.withLock { finishes } }
+    var decodeErrors: [String] { lock.withLock { errors } }
+}
+
+/// Files the player tests play, made by ffmpeg (an independent encoder) and sox.
+enum PlayerFixtures {
+    static func ffmpeg(_ arguments: [String]) throws {
+        guard let tool = PrivatePulseServer.which("ffmpeg") else { throw PrivatePulseServer.Failure(description: "ffmpeg is not installed") }
+        let p = try ChildProcess(tool, ["-nostdin", "-loglevel", "error", "-y"] + arguments, environment: ProcessInfo.processInfo.environment)
+        let code = p.wait()
+        guard code == 0 else { throw PrivatePulseServer.Failure(description: "ffmpeg \(arguments.joined(separator: " ")) exited with \(code)") }
+    }
+
+    /// A sine of `frequency` Hz for `seconds` at `amplitude` (of full scale), mono, 48 kHz.
+    static func tone(_ url: URL, frequency: Double = 440, seconds: Double, amplitude: Double = 0.5, codec: [String] = []) throws {
+        let expr = "\(amplitude)*sin(2*PI*\(frequency)*t)"
+        try ffmpeg(["-f", "lavfi", "-i", "aevalsrc=\(expr):s=48000:d=\(seconds)"] + codec + [url.path])
+    }
+}
+
+/// AVAudioPlayer on the private server: what reaches the sink, measured.
+final class AVAudioPlayerTests: XCTestCase {
+    var dir: URL!
+    var server: PrivatePulseServer!
+
+    override func setUpWithError() throws {
+        server = try TestSound.server()
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("openavf-player-\(getpid())-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: dir) }
+
+    /// Starts a stereo capture of the speaker, runs `body`, waits until `done` holds, and returns
+    /// the captured left and right channels.
+    func capture(timeout: Double = 10, _ body: () throws -> Void, until done: () -> Bool) throws -> (left: [Float], right: [Float]) {
+        let capture = try SignalCapture(server: server, device: "speaker.monitor", channels: 2)
+        try body()
+        XCTAssertTrue(waitUntil(timeout: timeout, done), "playback did not finish within \(timeout) s")
+        try capture.waitFor(frames: capture.frameCount + 4800, timeout: 5)
+        let heard = capture.stop()
+        return (heard[0], heard[1])
+    }
+
+    /// The stretch from the first to the last sample above `threshold`.
+    func sounding(_ x: [Float], threshold: Float = 0.05) throws -> ArraySlice<Float> {
+        let start = try XCTUnwrap(SignalAnalysis.onset(x, threshold: threshold), "nothing was heard")
+        let end = try XCTUnwrap(SignalAnalysis.offset(x, threshold: threshold))
+        return x[start...end]
+    }
+
+    func testDurationEndLoopsAndSeekOnMP3AndM4A() throws {
+        for (name, codec) in [("tone.mp3", ["-c:a", "libmp3lame", "-b:a", "128k"]), ("tone.m4a", ["-c:a", "aac", "-b:a", "128k"])] {
+            let url = dir.appendingPathComponent(name)
+            try PlayerFixtures.tone(url, seconds: 1.5, codec: codec)
+            let player = try AVAudioPlayer(contentsOf: url)
+            XCTAssertEqual(player.duration, 1.5, accuracy: 0.01, "\(name) duration")
+            XCTAssertEqual(player.numberOfChannels, 1)
+            XCTAssertEqual(player.url, url)
+            let log = PlayerDelegateLog()
+            player.delegate = log
+
+            // To the end, once.
+            var heard = try capture({ XCTAssertTrue(player.play()) }, until: { log.finished.count == 1 })
+            XCTAssertEqual(Double(try sounding(heard.left).count) / 48000, 1.5, accuracy: 0.03, "\(name) played length")
+            XCTAssertEqual(log.finished, [true])
+            XCTAssertFalse(player.isPlaying)
+            XCTAssertEqual(player.currentTime, 0, "back at the start after finishing")
+
+            // One loop: twice.
+            player.numberOfLoops = 1
+            heard = try capture({ XCTAssertTrue(player.play()) }, until: { log.finished.count == 2 })
+            let looped = try sounding(heard.left)
+            XCTAssertEqual(Double(looped.count) / 48000, 3.0, accuracy: 0.05, "\(name) with one loop")
+            XCTAssertLessThanOrEqual(SignalAnalysis.longestGap(looped, threshold: 0.002), 480, "\(name): a gap at the loop")
+            player.numberOfLoops = 0
+
+            // Seek to 1.0 s: 0.5 s left.
+            player.currentTime = 1.0
+            XCTAssertEqual(player.currentTime, 1.0, accuracy: 0.001)
+            heard = try capture({ XCTAssertTrue(player.play()) }, until: { log.finished.count == 3 })
+            XCTAssertEqual(Double(try sounding(heard.left).count) / 48000, 0.5, accuracy: 0.03, "\(name) after seeking to 1.0 s")
+            XCTAssertEqual(log.finished, [true, true, true], "once per play, always with success")
+            XCTAssertEqual(log.decodeErrors, [])
+        }
+    }
+
+    func testSeekWhilePlayingPauseAndStop() throws {
+        let url = dir.appendingPathComponent("long.wav")
+        try PlayerFixtures.tone(url, seconds: 3)
+        let player = try AVAudioPlayer(contentsOf: url)
+        let log = PlayerDelegateLog()
+        player.delegate = log
+        let heard = try capture({
+            XCTAssertTrue(player.prepareToPlay())
+            XCTAssertTrue(player.play())
+            XCTAssertTrue(waitUntil(timeout: 3) { player.currentTime >= 0.5 })
+            player.currentTime = 2.0  // 1 s left
+            XCTAssertEqual(player.currentTime, 2.0, accuracy: 0.05)
+            XCTAssertTrue(player.isPlaying)
+        }, until: { log.finished.count == 1 })
+        let played = Double(try sounding(heard.left).count) / 48000
+        XCTAssertEqual(played, 1.5, accuracy: 0.06, "0.5 s, then the last second after the seek")
+
+        // Pause keeps the position; stop keeps it too and never reports finishing.
+        XCTAssertTrue(player.play())
+        XCTAssertTrue(waitUntil(timeout: 3) { player.currentTime >= 0.4 })
+        player.pause()
+        XCTAssertFalse(player.isPlaying)
+        let paused = player.currentTime
+        XCTAssertEqual(player.currentTime, paused, accuracy: 0.001, "the position holds while paused")
+        XCTAssertTrue(player.play())
+        XCTAssertTrue(waitUntil(timeout: 3) { player.currentTime >= paused + 0.2 })
+        player.stop()
+        let stopped = player.currentTime
+        XCTAssertGreaterThan(stopped, paused + 0.2)
+        XCTAssertFalse(player.isPlaying)
+        XCTAssertEqual(log.finished.count, 1, "stop does not report finishing")
+    }
+
+    func testScheduledStartVolumePanAndRate() throws {
+        let url = dir.appendingPathComponent("a440.wav")
+        try PlayerFixtures.tone(url, seconds: 1)
+        let click = dir.appendingPathComponent("a1000.wav")
+        try PlayerFixtures.tone(click, frequency: 1000, seconds: 0.2)
+
+        // Scheduled: a short 1 kHz tone at now + 0.1 s, the 440 Hz one at now + 0.6 s.
+        let first = try AVAudioPlayer(contentsOf: click)
+        let second = try AVAudioPlayer(contentsOf: url)
+        let log = PlayerDelegateLog()
+        second.delegate = log
+        var heard = try capture({
+            XCTAssertTrue(first.prepareToPlay())
+            XCTAssertTrue(second.prepareToPlay())
+            let now = second.deviceCurrentTime
+            XCTAssertTrue(first.play(atTime: now + 0.1))
+            XCTAssertTrue(second.play(atTime: now + 0.6))
+        }, until: { log.finished.count == 1 })
+        let a = try XCTUnwrap(SignalAnalysis.onset(heard.left, threshold: 0.05))
+        let b = try XCTUnwrap(SignalAnalysis.onset(heard.left, threshold: 0.05, from: a + 24000))
+        XCTAssertEqual(Double(b - a) / 48000, 0.5, accuracy: 0.02, "play(atTime:) 0.5 s apart")
+        XCTAssertEqual(SignalAnalysis.frequency(heard.left[(b + 4800)..<(b + 28800)], sampleRate: 48000), 440, accuracy: 3)
+
+        // Volume 0.5: −6.02 dB against volume 1.
+        let player = try AVAudioPlayer(contentsOf: url)
+        player.delegate = log
+        heard = try capture({ XCTAssertTrue(player.play()) }, until: { log.finished.count == 2 })
+        let full = try sounding(heard.left)
+        player.volume = 0.5
+        heard = try capture({ XCTAssertTrue(player.play()) }, until: { log.finished.count == 3 })
+        let half = try sounding(heard.left, threshold: 0.025)
+        let mid = { (x: ArraySlice<Float>) in x.dropFirst(4800).dropLast(4800) }
+        XCTAssertEqual(SignalAnalysis.rmsDB(mid(half)) - SignalAnalysis.rmsDB(mid(full)), -6.02, accuracy: 0.2, "volume 0.5")
+        player.volume = 1
+
+        // Pan −1: the right channel stays below −40 dB.
+        player.pan = -1
+        heard = try capture({ XCTAssertTrue(player.play()) }, until: { log.finished.count == 4 })
+        let left = try sounding(heard.left)
+        let right = heard.right[left.indices]
+        XCTAssertLessThan(SignalAnalysis.rmsDB(right), -40, "right channel with pan −1")
+        XCTAssertGreaterThan(SignalAnalysis.rmsDB(mid(left)), -10, "left channel with pan −1")
+        player.pan = 0
+
+        // Rate 2 with enableRate: half the time, same pitch.
+        player.enableRate = true
+        player.rate = 2
+        heard = try capture({ XCTAssertTrue(player.play()) }, until: { log.finished.count == 5 })
+        let fast = try sounding(heard.left)
+        XCTAssertEqual(Double(fast.count) / 48000, 0.5, accuracy: 0.03, "rate 2 halves the time")
+        XCTAssertEqual(SignalAnalysis.frequency(mid(fast), sampleRate: 48000), 440, accuracy: 3, "pitch kept")
+    }
+
+    func testMetersMatchSoxStats() throws {
+        guard let sox = PrivatePulseServer.which("sox") else { throw PrivatePulseServer.Failure(description: "sox is not installed") }
+        let sine = dir.appendingPathComponent("fullscale.wav")
+        let quiet = dir.appendingPathComponent("quiet.wav")
+        let silence = dir.appendingPathComponent("silence.wav")
+        // A full-scale sine (16-bit full scale is 32767/32768) and one at −20 dB.
+        try PlayerFixtures.tone(sine, frequency: 1000, seconds: 1.5, amplitude: 1, codec: ["-c:a", "pcm_s16le"])
+        try PlayerFixtures.tone(quiet, frequency: 1000, seconds: 1.5, amplitude: 0.1, codec: ["-c:a", "pcm_s16le"])
+        try PlayerFixtures.ffmpeg(["-f", "lavfi", "-i", "anullsrc=r=48000:cl=mono", "-t", "1.5", "-c:a", "pcm_s16le", silence.path])
+
+        func soxStats(_ url: URL) throws -> (rms: Double, peak: Double) {
+            let out = dir.appendingPathComponent("stats.txt").path
+            let p = try ChildProcess(sox, [url.path, "-n", "stats"], environment: ProcessInfo.processInfo.environment, stderr: .file(out))
+            XCTAssertEqual(p.wait(), 0)
+            let text = try String(contentsOfFile: out, encoding: .utf8)
+            func value(_ label: String) -> Double? {
+                text.split(separator: "\n").first { $0.hasPrefix(label) }.flatMap { Double($0.split(separator: " ").last ?? "") }
+            }
+            return (try XCTUnwrap(value("RMS lev dB")), try XCTUnwrap(value("Pk lev dB")))
+        }
+
+        func meters(_ url: URL) throws -> (average: Float, peak: Float) {
+            let player = try AVAudioPlayer(contentsOf: url)
+            player.isMeteringEnabled = true
+            XCTAssertEqual(player.averagePower(forChannel: 0), -160, "before playing")
+            XCTAssertTrue(player.play())
+            defer { player.stop() }
+            XCTAssertTrue(waitUntil(timeout: 3) { player.currentTime >= 0.5 })
+            var values: [(Float, Float)] = []
+            for _ in 0..<5 {
+                let before = player.currentTime
+                XCTAssertTrue(waitUntil(timeout: 2) { player.currentTime >= before + 0.1 })
+                player.updateMeters()
+                values.append((player.averagePower(forChannel: 0), player.peakPower(forChannel: 0)))
+            }
+            return values.last!
+        }
+
+        let fullMeters = try meters(sine)
+        XCTAssertEqual(fullMeters.average, -3.01, accuracy: 0.1, "full-scale sine, average")
+        XCTAssertEqual(fullMeters.peak, 0, accuracy: 0.1, "full-scale sine, peak")
+        for (url, measured) in [(sine, fullMeters), (quiet, try meters(quiet))] {
+            let stats = try soxStats(url)
+            XCTAssertEqual(Double(measured.average), stats.rms, accuracy: 0.1, "\(url.lastPathComponent): average vs sox RMS lev dB")
+            XCTAssertEqual(Double(measured.peak), stats.peak, accuracy: 0.1, "\(url.lastPathComponent): peak vs sox Pk lev dB")
+        }
+        let silent = try meters(silence)
+        XCTAssertEqual(silent.average, -160)
+        XCTAssertEqual(silent.peak, -160)
+    }
+
+    func testBadDataThrowsAndBrokenDataReportsADecodeError() throws {
+        // Not audio at all: init throws, with Apple's status in NSOSStatusErrorDomain.
+        let junk = dir.appendingPathComponent("junk.m4a")
+        try Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 7919 &+ 13) }).write(to: junk)
+        XCTAssertThrowsError(try AVAudioPlayer(contentsOf: junk)) { error in
+            XCTAssertEqual((error as NSError).domain, NSOSStatusErrorDomain)
+        }
+        XCTAssertThrowsError(try AVAudioPlayer(data: Data()))
+        XCTAssertThrowsError(try AVAudioPlayer(contentsOf: dir.appendingPathComponent("missing.wav")))
+
+        // In-memory data plays like the file.
+        let url = dir.appendingPathComponent("tone.m4a")
+        try PlayerFixtures.tone(url, seconds: 1, codec: ["-c:a", "aac", "-b:a", "128k"])
+        let fromData = try AVAudioPlayer(data: try Data(contentsOf: url))
+        XCTAssertNil(fromData.url)
+        XCTAssertEqual(fromData.duration, 1, accuracy: 0.01)
+
+        // A file that breaks part way: the AAC packets of its second half are overwritten.
+        var bytes = try Data(contentsOf: url)
+        let player0 = try AVAudioPlayer(data: bytes)
+        XCTAssertEqual(player0.duration, 1, accuracy: 0.01)
+        let mdat = try XCTUnwrap(bytes.range(of: Data("mdat".utf8)))
+        let body = mdat.upperBound..<bytes.count
+        let from = body.lowerBound + body.count / 2
+        for i in from..<min(from + 4000, bytes.count) { bytes[i] = 0xFF }
+        let broken = try AVAudioPlayer(data: bytes)
+        let log = PlayerDelegateLog()
+        broken.delegate = log
+        XCTAssertTrue(broken.play())
+        XCTAssertTrue(waitUntil(timeout: 5) { !log.finished.isEmpty }, "playback stops")
+        XCTAssertEqual(log.decodeErrors.count, 1, "audioPlayerDecodeErrorDidOccur")
+        XCTAssertEqual(log.finished, [false], "finished unsuccessfully")
+    }
+}
