@@ -264,3 +264,13 @@ package func AudioQueueWaitForReturnedBuffers(_ inAQ: AudioQueueRef, timeout: Do
     guard let queue = liveQueues.lookup(inAQ) else { return false }
     return queue.waitForResetCallbacks(timeout: timeout)
 }
+
+/// Sets a recording queue's encoder bit rate (bits per second) and quality (Apple's 0…127), as
+/// AVAudioRecorder's `AVEncoderBitRateKey` and `AVEncoderAudioQualityKey` ask; before the queue
+/// starts. Linear PCM queues ignore it.
+package func AudioQueueSetEncoderOptions(_ inAQ: AudioQueueRef, bitRate: Int?, quality: Int?) {
+    guard let queue = liveQueues.lookup(inAQ) else { return }
+    queue.lock.lock()
+    defer { queue.lock.unlock() }
+    queue.codec?.setEncoder(bitRate: bitRate, quality: quality)
+}

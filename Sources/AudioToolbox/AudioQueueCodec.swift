@@ -55,6 +55,14 @@ final class AudioQueueCodec {
 
     var framesPerPacket: Int { max(Int(format.mFramesPerPacket), 1) }
 
+    /// Recording: the encoder's bit rate (bits per second) and quality (0…127), before the first
+    /// buffer is encoded.
+    func setEncoder(bitRate: Int?, quality: Int?) {
+        guard !isOutput else { return }
+        if let bitRate { core.bitRate = bitRate }
+        if let quality { core.codecQuality = min(max(quality, 0), 0x7F) }
+    }
+
     /// Decodes a playback buffer's packets into `staging`, growing it when needed; returns the
     /// frames decoded, or the status to return from the enqueue call.
     func decode(

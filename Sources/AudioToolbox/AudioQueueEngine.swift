@@ -259,7 +259,17 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
         let muted = processInputMuted.load(ordering: .relaxed)
         if metering.load(ordering: .relaxed) && !muted { measure(input, frames: frames, channels: qc) }
         let nanosPerFrame = 1e9 / sampleRate
-        anchor.store(sampleTime: sampleTime, hostTime: time.hostTime)
+        if !started {
+            // A start time (host clock): frames captured before it are not recorded.
+            let target = startHostTime.load(ordering: .relaxed)
+            if target > time.hostTime {
+                let skip = Int(Double(target - time.hostTime) / nanosPerFrame)
+                if skip >= frames { return }
+                consumed = skip
+            }
+            started = true
+        }
+        anchor.store(sampleTime: sampleTime, hostTime: time.hostTime &+ UInt64(Double(consumed) * nanosPerFrame))
         while consumed < frames {
             if current == nil {
                 guard let next = pending.pop() else { break }

@@ -97,6 +97,11 @@ final class AudioQueueObject: @unchecked Sendable {
     private var requestedBufferDuration: Double = 0
     private(set) var isRunning: UInt32 = 0
     private var paused = false
+    /// The queue time when it paused (-1: none), and the host time of the latest resume: until the
+    /// engine's anchor is newer than the resume, the time holds at the paused value instead of
+    /// running on across the pause.
+    private let pausedSample = Atomic<Int64>(-1)
+    private let resumedHost = Atomic<UInt64>(0)
     private var stopping = false
     private var disposeWhenStopped = false
     private(set) var disposed = false
@@ -473,6 +478,7 @@ final class AudioQueueObject: @unchecked Sendable {
         }
         if paused {
             paused = false
+            resumedHost.store(hostNow(), ordering: .releasing)
             engine.paused.store(false, ordering: .releasing)
             lock.unlock()
             return noErr
@@ -517,6 +523,7 @@ final class AudioQueueObject: @unchecked Sendable {
         defer { lock.unlock() }
         if disposed { return kAudioQueueErr_DisposalPending }
         guard isRunning == 1, !paused else { return noErr }
+        pausedSample.store(currentSampleTime() ?? -1, ordering: .releasing)
         paused = true
         engine.paused.store(true, ordering: .releasing)
         return noErr
@@ -597,6 +604,10 @@ final class AudioQueueObject: @unchecked Sendable {
     /// Disarms the engine, empties the stream and takes back every buffer. Call with `lock` held.
     private func halt(restartTimeline: Bool) -> [CallbackWork] {
         engine.armed.store(false, ordering: .releasing)
+        if restartTimeline {
+            pausedSample.store(-1, ordering: .releasing)
+            resumedHost.store(0, ordering: .releasing)
+        }
         engine.stopWhenEmpty.store(false, ordering: .relaxed)
         engine.reachedEnd.store(false, ordering: .relaxed)
         engine.drained.store(false, ordering: .relaxed)
@@ -674,7 +685,11 @@ final class AudioQueueObject: @unchecked Sendable {
     /// The queue sample time being heard (or captured) now, from the engine's anchor.
     func currentSampleTime() -> Int64? {
         guard let anchor = engine.anchor.load() else { return nil }
-        if isOffline.load(ordering: .acquiring) || engine.paused.load(ordering: .relaxed) { return anchor.sampleTime }
+        if isOffline.load(ordering: .acquiring) { return anchor.sampleTime }
+        let held = pausedSample.load(ordering: .acquiring)
+        if engine.paused.load(ordering: .relaxed) || anchor.hostTime < resumedHost.load(ordering: .acquiring) {
+            return held >= 0 ? held : anchor.sampleTime
+        }
         let now = hostNow()
         let elapsed = now > anchor.hostTime ? Double(now - anchor.hostTime) : -Double(anchor.hostTime - now)
         return max(0, anchor.sampleTime + Int64(elapsed * pcm.sampleRate / 1e9))

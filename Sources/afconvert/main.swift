@@ -41,18 +41,6 @@ struct Options {
     var output: String?
 }
 
-let fileTypes: [String: AudioFileTypeID] = [
-    "caff": kAudioFileCAFType, "caf": kAudioFileCAFType, "WAVE": kAudioFileWAVEType, "wav": kAudioFileWAVEType, "wave": kAudioFileWAVEType,
-    "AIFF": kAudioFileAIFFType, "aiff": kAudioFileAIFFType, "aif": kAudioFileAIFFType, "AIFC": kAudioFileAIFCType, "aifc": kAudioFileAIFCType,
-    "m4af": kAudioFileM4AType, "m4a": kAudioFileM4AType, "mp4f": kAudioFileMPEG4Type, "mp4": kAudioFileMPEG4Type,
-    "adts": kAudioFileAAC_ADTSType, "aac": kAudioFileAAC_ADTSType, "flac": kAudioFileFLACType, "MPG3": kAudioFileMP3Type, "mp3": kAudioFileMP3Type,
-]
-
-let extensions: [AudioFileTypeID: String] = [
-    kAudioFileCAFType: "caf", kAudioFileWAVEType: "wav", kAudioFileAIFFType: "aiff", kAudioFileAIFCType: "aifc", kAudioFileM4AType: "m4a",
-    kAudioFileMPEG4Type: "mp4", kAudioFileAAC_ADTSType: "aac", kAudioFileFLACType: "flac", kAudioFileMP3Type: "mp3",
-]
-
 func parse(_ arguments: [String]) throws(Failure) -> Options {
     var o = Options()
     var positional: [String] = []
@@ -75,19 +63,15 @@ func parse(_ arguments: [String]) throws(Failure) -> Options {
             exit(0)
         case "-f", "--file":
             let name = try value(a)
-            guard let type = fileTypes[name] ?? fileTypes[name.lowercased()] else {
-                throw Failure("unknown file type '\(name)' (known: caff WAVE AIFF AIFC m4af mp4f adts flac MPG3)")
+            guard let type = CommandLineFormats.fileType(named: name) else {
+                throw Failure("unknown file type '\(name)' (known: \(CommandLineFormats.knownFileTypes))")
             }
             o.fileType = type
         case "-d", "--data":
-            var spec = try value(a)
-            if let at = spec.firstIndex(of: "@") {
-                let rate = String(spec[spec.index(after: at)...])
-                guard let r = Double(rate), r > 0 else { throw Failure("bad sample rate '\(rate)' in -d \(spec)") }
-                o.sampleRate = r
-                spec = String(spec[..<at])
-            }
-            o.dataFormat = spec
+            let spec = try value(a)
+            guard let (format, rate) = CommandLineFormats.splitRate(spec) else { throw Failure("bad sample rate in -d \(spec)") }
+            if let rate { o.sampleRate = rate }
+            o.dataFormat = format
         case "-c", "--channels": o.channels = try number(a)
         case "-b", "--bitrate": o.bitRate = try number(a)
         case "-q", "--quality": o.quality = try number(a)
@@ -106,40 +90,6 @@ func parse(_ arguments: [String]) throws(Failure) -> Options {
     if let q = o.quality, q > 127 { throw Failure("-q \(q): quality is 0 … 127") }
     if let q = o.srcQuality, q > 127 { throw Failure("-r \(q): quality is 0 … 127") }
     return o
-}
-
-/// A linear PCM spec such as LEI16, BEF32, I8, UI8.
-func pcmSpec(_ spec: String, rate: Double, channels: UInt32) -> AudioStreamBasicDescription? {
-    var s = Substring(spec)
-    var big = false
-    if s.hasPrefix("BE") { big = true; s = s.dropFirst(2) } else if s.hasPrefix("LE") { s = s.dropFirst(2) }
-    var flags: AudioFormatFlags = kAudioFormatFlagIsPacked
-    if s.hasPrefix("UI") { s = s.dropFirst(2) } else if s.hasPrefix("I") { flags |= kAudioFormatFlagIsSignedInteger; s = s.dropFirst() } else if s.hasPrefix("F") {
-        flags |= kAudioFormatFlagIsFloat
-        s = s.dropFirst()
-    } else { return nil }
-    guard let bits = UInt32(s), [8, 16, 24, 32, 64].contains(bits) else { return nil }
-    if flags & kAudioFormatFlagIsFloat != 0 && bits < 32 { return nil }
-    if flags & kAudioFormatFlagIsFloat == 0 && bits == 64 { return nil }
-    if big && bits > 8 { flags |= kAudioFormatFlagIsBigEndian }
-    let bytes = bits / 8 * channels
-    return AudioStreamBasicDescription(
-        mSampleRate: rate, mFormatID: kAudioFormatLinearPCM, mFormatFlags: flags, mBytesPerPacket: bytes, mFramesPerPacket: 1,
-        mBytesPerFrame: bytes, mChannelsPerFrame: channels, mBitsPerChannel: bits, mReserved: 0)
-}
-
-func codecID(_ spec: String) -> AudioFormatID? {
-    switch spec {
-    case "aac", "aac ": kAudioFormatMPEG4AAC
-    case "ima4": kAudioFormatAppleIMA4
-    case "ulaw": kAudioFormatULaw
-    case "alaw": kAudioFormatALaw
-    case "alac": kAudioFormatAppleLossless
-    case "flac": kAudioFormatFLAC
-    case ".mp3", "mp3": kAudioFormatMPEGLayer3
-    case "opus": kAudioFormatOpus
-    default: nil
-    }
 }
 
 func check(_ status: OSStatus, _ what: String, reason: () -> String = { ExtAudioFileLastFailureReason() }) throws(Failure) {
@@ -178,11 +128,11 @@ func convert(_ o: Options) throws(Failure) {
     // Output type: -f, else the output name's extension.
     var type = o.fileType
     if type == nil, let output = o.output {
-        type = fileTypes[(output as NSString).pathExtension.lowercased()]
+        type = CommandLineFormats.fileType(named: (output as NSString).pathExtension.lowercased())
         if type == nil { throw Failure("cannot tell the output file type from '\(output)'; give -f") }
     }
     guard let type else { throw Failure("give an output file or -f", usage: true) }
-    let output = o.output ?? ((o.input as NSString).deletingPathExtension + "." + (extensions[type] ?? "caf"))
+    let output = o.output ?? ((o.input as NSString).deletingPathExtension + "." + (CommandLineFormats.extensions[type] ?? "caf"))
     if output == o.input { throw Failure("the output would overwrite the input; give an output file name") }
 
     let rate = o.sampleRate ?? source.mSampleRate
@@ -206,7 +156,7 @@ func convert(_ o: Options) throws(Failure) {
             destination.mBytesPerFrame = source.mBytesPerFrame / source.mChannelsPerFrame * channels
             destination.mBytesPerPacket = destination.mBytesPerFrame
         }
-    } else if let id = codecID(spec) {
+    } else if let id = CommandLineFormats.codec(spec) {
         var flags: UInt32 = 0
         if id == kAudioFormatAppleLossless || id == kAudioFormatFLAC {
             let bits = source.mFormatID == kAudioFormatLinearPCM ? source.mBitsPerChannel : 16
@@ -215,10 +165,10 @@ func convert(_ o: Options) throws(Failure) {
         destination = AudioStreamBasicDescription(
             mSampleRate: rate, mFormatID: id, mFormatFlags: flags, mBytesPerPacket: 0, mFramesPerPacket: 0, mBytesPerFrame: 0,
             mChannelsPerFrame: channels, mBitsPerChannel: 0, mReserved: 0)
-    } else if let pcm = pcmSpec(spec, rate: rate, channels: channels) {
+    } else if let pcm = CommandLineFormats.pcm(spec, rate: rate, channels: channels) {
         destination = pcm
     } else {
-        throw Failure("unknown data format '\(spec)' (aac ima4 ulaw alaw alac flac .mp3 opus, or LEI16-style linear PCM)")
+        throw Failure("unknown data format '\(spec)' (\(CommandLineFormats.knownDataFormats))")
     }
 
     var out: ExtAudioFileRef?

@@ -147,23 +147,6 @@ func fileProperty<T>(_ file: AudioFileID, _ id: AudioFilePropertyID, _ initial: 
     return value
 }
 
-/// Runs a program from the machine (ffmpeg, ffprobe, sox…) and returns its standard output.
-@discardableResult
-func runTool(_ name: String, _ arguments: [String], in dir: URL) throws -> String {
-    let path = ["/usr/bin/", "/bin/", "/usr/local/bin/"].map { $0 + name }.first { FileManager.default.isExecutableFile(atPath: $0) }
-    guard let path else { throw FileTestError("finding \(name)", -1) }
-    return try ChildProcess.run(path, arguments, environment: ["PATH": "/usr/bin:/bin"], scratch: dir.appendingPathComponent("tool-\(UUID().uuidString.prefix(6))").path)
-}
-
-/// Decodes `url` with ffmpeg to interleaved float.
-func decodeWithFFmpeg(_ url: URL, in dir: URL) throws -> [Float] {
-    let out = dir.appendingPathComponent("ffdec-\(UUID().uuidString.prefix(6)).f32")
-    defer { try? FileManager.default.removeItem(at: out) }
-    try runTool("ffmpeg", ["-v", "error", "-y", "-i", url.path, "-f", "f32le", out.path], in: dir)
-    let data = try Data(contentsOf: out)
-    return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
-}
-
 /// Writes interleaved float as a 32-bit float WAV with ffmpeg's reading in mind (raw → wav).
 func writeFloatRaw(_ samples: [Float], to url: URL) throws {
     try samples.withUnsafeBytes { try Data($0).write(to: url) }
