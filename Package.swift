@@ -68,7 +68,7 @@ let package = Package(
         .executableTarget(name: "openavf-sessionpeer", dependencies: ["AVFAudio"], swiftSettings: strict),
         // The file readers' fuzzer: a mutating driver, or libFuzzer's target (Scripts/fuzz).
         .executableTarget(name: "openavf-fuzz", dependencies: ["AudioToolbox"], swiftSettings: strict),
-        .executableTarget(name: "openavf-bench", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
+        .executableTarget(name: "openavf-bench", dependencies: ["AVFAudio", "AudioTestSupport"], swiftSettings: strict),
         .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
 
         .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),

@@ -347,9 +347,11 @@ private final class PlayerCore: @unchecked Sendable {
             let name: CFString? = deviceName
             _ = withUnsafePointer(to: name) { AudioQueueSetProperty(q, kAudioQueueProperty_CurrentDevice, $0, UInt32(MemoryLayout<CFString?>.size)) }
         }
-        // Four buffers of 40 ms: the first sound leaves after one, and a slow decode has 120 ms of slack.
-        bufferFrames = max(256, Int(sampleRate * 0.04))
-        for _ in 0..<4 {
+        // Three buffers of 100 ms: the server holds about one (the queue's stream buffer follows
+        // the buffers, up to 100 ms), so wakeups are few, and a slow decode has 200 ms of slack.
+        // Start latency does not depend on it: primed audio goes to the server when play() starts.
+        bufferFrames = max(256, Int(sampleRate * 0.1))
+        for _ in 0..<3 {
             var b: AudioQueueBufferRef?
             guard AudioQueueAllocateBuffer(q, UInt32(bufferFrames * 4 * channels), &b) == noErr, let b else {
                 AudioQueueDispose(q, true)

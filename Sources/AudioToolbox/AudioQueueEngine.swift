@@ -121,7 +121,13 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
             if metering.load(ordering: .relaxed) { measure(output, frames: produced, channels: sc) }
             if signal { notify() }
         }
-        guard armed.load(ordering: .acquiring), !paused.load(ordering: .acquiring) else { return frames }
+        // Not started: write nothing, so that the server holds no silence ahead of the first
+        // buffer; the stream fills the room when it is uncorked. Paused: silence.
+        guard armed.load(ordering: .acquiring) else {
+            produced = 0
+            return 0
+        }
+        guard !paused.load(ordering: .acquiring) else { return frames }
         let nanosPerFrame = 1e9 / sampleRate
         if !started {
             let target = startHostTime.load(ordering: .relaxed)

@@ -15,7 +15,7 @@ enum Bench {
 
     static func main(_ arguments: [String]) {
         let short = arguments.contains("--short")
-        // `--only latency|underruns|cpu|convert` runs one section (for profiling one figure).
+        // `--only latency|underruns|cpu|convert|player` runs one section (for profiling one figure).
         let only = arguments.firstIndex(of: "--only").flatMap { i in i + 1 < arguments.count ? arguments[i + 1] : nil }
         func wanted(_ section: String) -> Bool { only == nil || only == section }
         var failures: [String] = []
@@ -106,6 +106,27 @@ enum Bench {
                 failures += try ConvertBench.measure(minutes: minutes, repeats: short ? 1 : 3, say: say)
             } catch {
                 failures.append("convert: \(error)")
+            }
+        }
+
+        // 5. AVAudioPlayer: start latency and MP3 playback CPU beside paplay.
+        if wanted("player") {
+            say("")
+            do {
+                let mp3Seconds = short ? 10.0 : 60.0
+                let files = try PlayerBench.makeFiles(seconds: mp3Seconds)
+                defer { try? FileManager.default.removeItem(at: files.wav.deletingLastPathComponent()) }
+                let runs = short ? 3 : 7
+                let start = try PlayerBench.startLatency(server: handle, file: files.wav, runs: runs)
+                say("AVAudioPlayer, time from play() to the first sound on the sink (median of \(runs), a 16-bit WAV), beside paplay on the same file:")
+                func ms(_ x: Double?) -> String { x.map { String(format: "%.1f ms", $0) } ?? "not heard" }
+                say("  prepared \(ms(start.prepared)), unprepared \(ms(start.unprepared)), paplay \(ms(start.paplay)); prepared/paplay ratio \(start.prepared.flatMap { p in start.paplay.map { ratio(p, $0) } } ?? "n/a") (target ≤ 1)")
+                if start.prepared == nil || start.paplay == nil { failures.append("player start latency: no sound was heard") }
+                let cpu = try PlayerBench.playbackCPU(server: handle, file: files.mp3, seconds: mp3Seconds)
+                say(String(format: "AVAudioPlayer CPU time for %.0f s of a 192 kb/s stereo MP3: %.3f s, paplay %.3f s, ratio %@ (target ≤ 1.2)",
+                           mp3Seconds, cpu.ours, cpu.paplay, ratio(cpu.ours, cpu.paplay)))
+            } catch {
+                failures.append("player: \(error)")
             }
         }
 

@@ -191,6 +191,36 @@ final class AVAudioPlayerTests: XCTestCase {
         XCTAssertEqual(SignalAnalysis.frequency(mid(fast), sampleRate: 48000), 440, accuracy: 3, "pitch kept")
     }
 
+    func testAnInterruptionPausesWithoutFinishingAndPlayResumes() throws {
+        let session = AVAudioSession.sharedInstance()
+        try session.setCategory(.playback, mode: .default, options: [])
+        try session.setActive(true)
+        defer { try? session.setActive(false) }
+        let url = dir.appendingPathComponent("long.wav")
+        try PlayerFixtures.tone(url, seconds: 5)
+        let player = try AVAudioPlayer(contentsOf: url)
+        let log = PlayerDelegateLog()
+        player.delegate = log
+        let interruptions = NotificationLog(AVAudioSession.interruptionNotification)
+        XCTAssertTrue(player.play())
+        XCTAssertTrue(waitUntil(timeout: 3) { player.currentTime >= 0.3 })
+
+        // A call: another client's phone stream for one second.
+        let call = try SignalPlayer(server: server, device: "speaker", samples: [Float](repeating: 0.001, count: 48000), sampleRate: 48000,
+                                    properties: ["media.role": "phone"])
+        XCTAssertTrue(waitUntil(timeout: 2) { !player.isPlaying }, "the interruption pauses the player")
+        let at = player.currentTime
+        call.waitUntilDone()
+        XCTAssertTrue(waitUntil(timeout: 3) { interruptions.all.count >= 2 }, "the interruption ends")
+        XCTAssertEqual(player.currentTime, at, accuracy: 0.01, "paused where it was")
+        XCTAssertEqual(log.finished, [], "an interruption is not the end")
+
+        XCTAssertTrue(player.play(), "resumes as an app does after .ended")
+        XCTAssertTrue(waitUntil(timeout: 3) { player.currentTime >= at + 0.3 })
+        player.stop()
+        XCTAssertEqual(log.finished, [], "nor is stop")
+    }
+
     func testMetersMatchSoxStats() throws {
         guard let sox = PrivatePulseServer.which("sox") else { throw PrivatePulseServer.Failure(description: "sox is not installed") }
         let sine = dir.appendingPathComponent("fullscale.wav")

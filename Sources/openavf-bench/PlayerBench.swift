@@ -1,0 +1,150 @@
+import AVFAudio
+import AudioTestSupport
+import AudioToolbox
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// AVAudioPlayer: time from `play()` to the first sound on the sink, and CPU time for MP3
+/// playback, each beside paplay on the same file.
+enum PlayerBench {
+    /// Watches the speaker's monitor through an input queue; reports the host time of the first
+    /// sample above the threshold after `arm(at:)`.
+    final class OnsetWatch: @unchecked Sendable {
+        private let lock = NSLock()
+        private var armedAt: UInt64 = .max
+        private var onset: UInt64?
+        private var queue: AudioQueueRef?
+        static let rate = 48000.0
+
+        init() throws {
+            var format = AudioStreamBasicDescription(
+                mSampleRate: Self.rate, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked,
+                mBytesPerPacket: 4, mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
+            var q: AudioQueueRef?
+            try check(AudioQueueNewInput(&format, Self.callback, Unmanaged.passUnretained(self).toOpaque(), nil, nil, 0, &q), "AudioQueueNewInput")
+            queue = q
+            let monitor: CFString? = "@DEFAULT_MONITOR@"
+            _ = withUnsafePointer(to: monitor) { AudioQueueSetProperty(q!, kAudioQueueProperty_CurrentDevice, $0, UInt32(MemoryLayout<CFString?>.size)) }
+            for _ in 0..<8 {
+                var b: AudioQueueBufferRef?
+                AudioQueueAllocateBuffer(q!, UInt32(240 * 4), &b)  // 5 ms
+                AudioQueueEnqueueBuffer(q!, b!, 0, nil)
+            }
+            try check(AudioQueueStart(q!, nil), "AudioQueueStart (monitor)")
+        }
+
+        func dispose() { if let queue { AudioQueueDispose(queue, true) } }
+
+        static let callback: AudioQueueInputCallback = { userData, queue, buffer, start, _, _ in
+            let me = Unmanaged<OnsetWatch>.fromOpaque(userData!).takeUnretainedValue()
+            let n = Int(buffer.pointee.mAudioDataByteSize) / 4
+            let samples = buffer.pointee.mAudioData.assumingMemoryBound(to: Float.self)
+            let base = start.pointee.mHostTime
+            me.lock.lock()
+            if me.onset == nil && base != 0 {
+                for i in 0..<n where abs(samples[i]) > 0.01 {
+                    let t = base + UInt64(Double(i) / rate * 1e9)
+                    if t >= me.armedAt { me.onset = t }
+                    break
+                }
+            }
+            me.lock.unlock()
+            AudioQueueEnqueueBuffer(queue, buffer, 0, nil)
+        }
+
+        func arm(at time: UInt64) {
+            lock.withLock {
+                armedAt = time
+                onset = nil
+            }
+        }
+
+        /// Milliseconds from the armed time to the onset; `nil` if nothing sounded in `timeout` s.
+        func wait(timeout: Double) -> Double? {
+            let deadline = Date(timeIntervalSinceNow: timeout)
+            while Date() < deadline {
+                if let t = lock.withLock({ onset }) { return Double(t &- armedAt) / 1e6 }
+                usleep(1000)
+            }
+            return nil
+        }
+    }
+
+    static func median(_ x: [Double]) -> Double? {
+        guard !x.isEmpty else { return nil }
+        let s = x.sorted()
+        return s[s.count / 2]
+    }
+
+    /// Median start latencies (ms) over `runs`: prepared player, unprepared player, paplay.
+    static func startLatency(server: ServerHandle, file: URL, runs: Int) throws -> (prepared: Double?, unprepared: Double?, paplay: Double?) {
+        guard let paplay = PrivatePulseServer.which("paplay") else { throw BenchError("paplay is needed (apt-get install pulseaudio-utils)") }
+        let watch = try OnsetWatch()
+        defer { watch.dispose() }
+        var prepared: [Double] = []
+        var unprepared: [Double] = []
+        var anchor: [Double] = []
+        for _ in 0..<runs {
+            let a = try AVAudioPlayer(contentsOf: file)
+            a.prepareToPlay()
+            pause(0.3)  // silence between runs
+            watch.arm(at: AudioGetCurrentHostTime())
+            a.play()
+            if let ms = watch.wait(timeout: 3) { prepared.append(ms) }
+            a.stop()
+
+            let b = try AVAudioPlayer(contentsOf: file)
+            pause(0.3)
+            watch.arm(at: AudioGetCurrentHostTime())
+            b.play()
+            if let ms = watch.wait(timeout: 3) { unprepared.append(ms) }
+            b.stop()
+
+            pause(0.3)
+            watch.arm(at: AudioGetCurrentHostTime())
+            let child = try ChildProcess(paplay, [file.path], environment: server.environment)
+            if let ms = watch.wait(timeout: 3) { anchor.append(ms) }
+            _ = child.terminate()
+        }
+        return (median(prepared), median(unprepared), median(anchor))
+    }
+
+    /// CPU seconds to play `file` to the end: this process with AVAudioPlayer, and paplay.
+    static func playbackCPU(server: ServerHandle, file: URL, seconds: Double) throws -> (ours: Double, paplay: Double) {
+        guard let paplay = PrivatePulseServer.which("paplay") else { throw BenchError("paplay is needed (apt-get install pulseaudio-utils)") }
+        let before = PlaybackBench.cpuTime()
+        let player = try AVAudioPlayer(contentsOf: file)
+        guard player.play() else { throw BenchError("AVAudioPlayer did not start") }
+        let deadline = Date(timeIntervalSinceNow: seconds + 10)
+        while player.isPlaying && Date() < deadline { usleep(20_000) }
+        let ours = PlaybackBench.cpuTime() - before
+        let child = try ChildProcess(paplay, [file.path], environment: server.environment)
+        var status: Int32 = 0
+        var usage = rusage()
+        while wait4(child.pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        guard status == 0 else { throw BenchError("paplay could not play \(file.lastPathComponent) (status \(status))") }
+        return (ours, PlaybackBench.time(usage.ru_utime) + PlaybackBench.time(usage.ru_stime))
+    }
+
+    /// Makes the files: a 1 kHz tone WAV that starts at full level, and a stereo MP3 of music-like
+    /// content (two tones and noise) of `seconds`.
+    static func makeFiles(seconds: Double) throws -> (wav: URL, mp3: URL) {
+        guard let ffmpeg = PrivatePulseServer.which("ffmpeg") else { throw BenchError("ffmpeg is needed") }
+        let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("openavf-player-bench-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let wav = dir.appendingPathComponent("tone.wav")
+        let mp3 = dir.appendingPathComponent("music.mp3")
+        let run = { (arguments: [String]) throws in
+            let code = try ChildProcess(ffmpeg, ["-nostdin", "-loglevel", "error", "-y"] + arguments, environment: ProcessInfo.processInfo.environment).wait()
+            guard code == 0 else { throw BenchError("ffmpeg \(arguments.joined(separator: " ")) failed") }
+        }
+        try run(["-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*1000*t):s=48000:d=1", "-c:a", "pcm_s16le", wav.path])
+        try run([
+            "-f", "lavfi", "-i", "aevalsrc=0.3*sin(2*PI*220*t)+0.2*sin(2*PI*330*t)+0.05*(random(0)-0.5)|0.3*sin(2*PI*277*t)+0.2*sin(2*PI*440*t):s=44100:d=\(seconds)",
+            "-c:a", "libmp3lame", "-b:a", "192k", mp3.path,
+        ])
+        return (wav, mp3)
+    }
+}
