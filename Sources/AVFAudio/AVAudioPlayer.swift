@@ -347,11 +347,12 @@ private final class PlayerCore: @unchecked Sendable {
             let name: CFString? = deviceName
             _ = withUnsafePointer(to: name) { AudioQueueSetProperty(q, kAudioQueueProperty_CurrentDevice, $0, UInt32(MemoryLayout<CFString?>.size)) }
         }
-        // Three buffers of 100 ms: the server holds about one (the queue's stream buffer follows
-        // the buffers, up to 100 ms), so wakeups are few, and a slow decode has 200 ms of slack.
-        // Start latency does not depend on it: primed audio goes to the server when play() starts.
-        bufferFrames = max(256, Int(sampleRate * 0.1))
-        for _ in 0..<3 {
+        // Four buffers of 50 ms: the server holds about one (the queue's stream buffer follows the
+        // buffers), refilled in halves, so wakeups are few; a slow decode has 150 ms of slack; and
+        // what a seek or pause cannot take back from the server is at most 50 ms. Start latency
+        // does not depend on it: primed audio goes to the server when play() starts.
+        bufferFrames = max(256, Int(sampleRate * 0.05))
+        for _ in 0..<4 {
             var b: AudioQueueBufferRef?
             guard AudioQueueAllocateBuffer(q, UInt32(bufferFrames * 4 * channels), &b) == noErr, let b else {
                 AudioQueueDispose(q, true)

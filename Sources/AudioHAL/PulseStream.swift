@@ -60,6 +60,9 @@ final class PulseStream: HALStream, @unchecked Sendable {
         let bytes = UInt32(Double(frameBytes) * (request.bufferDuration * request.format.sampleRate).rounded(.up))
         var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
         if isPlayback { attr.tlength = bytes } else { attr.fragsize = bytes }
+        // A long playback buffer (a music player's) is refilled in halves rather than the server's
+        // default quarters: half the wakeups, and still half the buffer in hand when asked.
+        if isPlayback && request.bufferDuration >= 0.05 { attr.minreq = bytes / 2 }
         // No PA_STREAM_AUTO_TIMING_UPDATE: libpulse would allocate an operation on the server thread
         // for each update; the owner calls refreshTiming() from its own thread instead.
         var flags = PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
@@ -221,6 +224,12 @@ final class PulseStream: HALStream, @unchecked Sendable {
             // previous run left it unfilled) is never asked for again, so fill it now. The main
             // loop lock is held, so this cannot overlap the server thread's write callback.
             if !corked && playback != nil {
+                // Fresh timing first: the latency the render is stamped with must be today's.
+                if let op = pa_stream_update_timing_info(stream, { _, _, ud in
+                    pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
+                }, UnsafeMutableRawPointer(backend.mainloop)) {
+                    backend.await(op)
+                }
                 let writable = pa_stream_writable_size(stream)
                 if writable != Int(bitPattern: UInt(bitPattern: -1)) && writable >= frameBytes { serverWantsData(writable) }
             }

@@ -13,6 +13,8 @@ let usageText = """
       -c, --channels N      channels, 1 … 8 (default 1)
       -r, --samplerate R    sample rate in Hz (default 44100; or @rate in -d)
       -t, --time T          record T seconds, then stop (default: until Ctrl-C)
+      -b, --bitrate B       encoder bit rate in bits per second (aac)
+      -q, --quality Q       encoder quality, 0 … 127
       -h, --help            this text
     Records the default input of the sound server. On a terminal a line shows the elapsed time and
     the level. Ctrl-C (or SIGTERM) stops and leaves a complete file.
@@ -34,6 +36,8 @@ struct Options {
     var channels = 1
     var sampleRate: Double?
     var time: Double?
+    var bitRate: Int?
+    var quality: Int?
     var path = ""
 }
 
@@ -89,6 +93,14 @@ func parse(_ arguments: [String]) throws(Failure) -> Options {
             let v = try value(a)
             guard let r = Double(v), r >= 1000, r <= 384_000 else { throw Failure("-r takes a sample rate from 1000 to 384000 Hz, not '\(v)'") }
             o.sampleRate = r
+        case "-b", "--bitrate":
+            let v = try value(a)
+            guard let b = Int(v), b > 0 else { throw Failure("-b takes a bit rate in bits per second, not '\(v)'") }
+            o.bitRate = b
+        case "-q", "--quality":
+            let v = try value(a)
+            guard let q = Int(v), (0...127).contains(q) else { throw Failure("-q takes a quality from 0 to 127, not '\(v)'") }
+            o.quality = q
         case "-t", "--time":
             let v = try value(a)
             guard let t = Double(v), t > 0, t.isFinite else { throw Failure("-t takes a positive number of seconds, not '\(v)'") }
@@ -121,6 +133,8 @@ func settings(_ o: Options) throws(Failure) -> [String: Any] {
         }
     }()
     var s: [String: Any] = [AVSampleRateKey: rate, AVNumberOfChannelsKey: o.channels, AVAudioFileTypeKey: Int(type)]
+    if let b = o.bitRate { s[AVEncoderBitRateKey] = b }
+    if let q = o.quality { s[AVEncoderAudioQualityKey] = q }
     if let id = CommandLineFormats.codec(spec) {
         s[AVFormatIDKey] = Int(id)
     } else if let pcm = CommandLineFormats.pcm(spec, rate: rate, channels: UInt32(o.channels)) {

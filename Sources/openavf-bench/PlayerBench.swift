@@ -72,6 +72,11 @@ enum PlayerBench {
         }
     }
 
+    final class EndOfPlay: AVAudioPlayerDelegate, @unchecked Sendable {
+        let done = DispatchSemaphore(value: 0)
+        func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool) { done.signal() }
+    }
+
     static func median(_ x: [Double]) -> Double? {
         guard !x.isEmpty else { return nil }
         let s = x.sorted()
@@ -116,9 +121,10 @@ enum PlayerBench {
         guard let paplay = PrivatePulseServer.which("paplay") else { throw BenchError("paplay is needed (apt-get install pulseaudio-utils)") }
         let before = PlaybackBench.cpuTime()
         let player = try AVAudioPlayer(contentsOf: file)
+        let end = EndOfPlay()
+        player.delegate = end
         guard player.play() else { throw BenchError("AVAudioPlayer did not start") }
-        let deadline = Date(timeIntervalSinceNow: seconds + 10)
-        while player.isPlaying && Date() < deadline { usleep(20_000) }
+        guard end.done.wait(timeout: .now() + seconds + 10) == .success else { throw BenchError("AVAudioPlayer did not finish") }
         let ours = PlaybackBench.cpuTime() - before
         let child = try ChildProcess(paplay, [file.path], environment: server.environment)
         var status: Int32 = 0

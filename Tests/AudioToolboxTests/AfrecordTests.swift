@@ -42,7 +42,7 @@ final class AfrecordTests: ToolProcessTestCase {
         XCTAssertEqual(probe.duration, 1.0, accuracy: 0.01)
 
         let m4a = dir.appendingPathComponent("note.m4a")
-        r = try run("afrecord", ["-t", "1", m4a.path])
+        r = try run("afrecord", ["-t", "1", "-b", "96000", "-q", "96", m4a.path])
         XCTAssertEqual(r.code, 0, r.err)
         probe = try probeWithFFprobe(m4a, in: dir)
         XCTAssertEqual(probe.codec, "aac", "AAC by default in .m4a")
