@@ -58,10 +58,12 @@ let package = Package(
         .target(name: "AudioTestSupport", dependencies: ["AudioToolbox"], swiftSettings: strict),
 
         // macOS's command-line tools.
+        // The tools' plumbing: failures and exit codes, argument walking, progress lines, format names.
+        .target(name: "CommandLineSupport", dependencies: ["AudioToolbox"], swiftSettings: strict),
         .executableTarget(name: "afinfo", dependencies: ["AudioToolbox"], swiftSettings: strict),
-        .executableTarget(name: "afconvert", dependencies: ["AudioToolbox"], swiftSettings: strict),
-        .executableTarget(name: "afplay", dependencies: ["AVFAudio"], swiftSettings: strict),
-        .executableTarget(name: "afrecord", dependencies: ["AVFAudio"], swiftSettings: strict),
+        .executableTarget(name: "afconvert", dependencies: ["AudioToolbox", "CommandLineSupport"], swiftSettings: strict),
+        .executableTarget(name: "afplay", dependencies: ["AVFAudio", "CommandLineSupport"], swiftSettings: strict),
+        .executableTarget(name: "afrecord", dependencies: ["AVFAudio", "CommandLineSupport"], swiftSettings: strict),
         // A recorder the crash-safety test kills mid-write.
         .executableTarget(name: "openavf-crashwriter", dependencies: ["AudioToolbox"], swiftSettings: strict),
         // Another process with an audio session, for the session tests.

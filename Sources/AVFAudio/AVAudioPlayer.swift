@@ -221,7 +221,7 @@ private final class PlayerCore: @unchecked Sendable {
     private let cleanup: String?
     weak var owner: AVAudioPlayer?
     private let delegateQueue = DispatchQueue(label: "AVAudioPlayer.delegate")
-    private var interruptionObserver: (any NSObjectProtocol)?
+    private var interruptions: InterruptionWatch?
 
     // Settings.
     var numberOfLoops = 0
@@ -295,18 +295,11 @@ private final class PlayerCore: @unchecked Sendable {
         duration = Double(frames) / desc.mSampleRate
         meter = AVAudioPowerMeter(channels: channels)
         if let cleanup { unlink(cleanup) }  // the open file stays readable
-        interruptionObserver = NotificationCenter.default.addObserver(
-            forName: AVAudioSession.interruptionNotification, object: nil, queue: nil
-        ) { [weak self] note in
-            guard let raw = note.userInfo?[AVAudioSessionInterruptionTypeKey] as? UInt,
-                AVAudioSession.InterruptionType(rawValue: raw) == .began
-            else { return }
-            self?.interrupted()
-        }
+        interruptions = InterruptionWatch { [weak self] in self?.interrupted() }
     }
 
     func dispose() {
-        if let interruptionObserver { NotificationCenter.default.removeObserver(interruptionObserver) }
+        interruptions = nil
         lock.lock()
         feeding = false
         let q = queue

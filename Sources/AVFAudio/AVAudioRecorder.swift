@@ -38,7 +38,7 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
     private let bitRate: Int?
     private let quality: Int?
     private let delegateQueue = DispatchQueue(label: "AVAudioRecorder.delegate")
-    private var interruptionObserver: (any NSObjectProtocol)?
+    private var interruptions: InterruptionWatch?
     private var file: AudioFileID?
     private var queue: AudioQueueRef?
     private var recording = false
@@ -99,7 +99,7 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
         self.settings = all
         meter = AVAudioPowerMeter(channels: Int(desc.mChannelsPerFrame))
         super.init()
-        observeInterruptions()
+        interruptions = InterruptionWatch { [weak self] in self?.pause() }
     }
 
     /// Records in `format` into the file `url` names.
@@ -108,7 +108,7 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
     }
 
     deinit {
-        if let interruptionObserver { NotificationCenter.default.removeObserver(interruptionObserver) }
+        interruptions = nil
         lock.lock()
         let q = queue
         queue = nil
@@ -428,18 +428,5 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
         file = nil
         lock.unlock()
         if let f { AudioFileClose(f) }
-    }
-
-    // MARK: Interruptions
-
-    private func observeInterruptions() {
-        interruptionObserver = NotificationCenter.default.addObserver(
-            forName: AVAudioSession.interruptionNotification, object: nil, queue: nil
-        ) { [weak self] note in
-            guard let raw = note.userInfo?[AVAudioSessionInterruptionTypeKey] as? UInt,
-                AVAudioSession.InterruptionType(rawValue: raw) == .began
-            else { return }
-            self?.pause()
-        }
     }
 }

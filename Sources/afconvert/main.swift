@@ -1,15 +1,9 @@
 // afconvert: converts audio files between types and formats, with macOS afconvert's flags.
 import AudioToolbox
+import CommandLineSupport
 import Foundation
 
-struct Failure: Error {
-    let message: String
-    let usage: Bool
-    init(_ message: String, usage: Bool = false) {
-        self.message = message
-        self.usage = usage
-    }
-}
+typealias Failure = ToolFailure
 
 let usageText = """
     usage: afconvert [option...] input_file [output_file]
@@ -244,11 +238,4 @@ func convert(_ o: Options) throws(Failure) {
     if o.verbose { FileHandle.standardError.write(Data("wrote \(done) frames\n".utf8)) }
 }
 
-do {
-    try convert(try parse(Array(CommandLine.arguments.dropFirst())))
-    exit(0)
-} catch {
-    FileHandle.standardError.write(Data("afconvert: \(error.message)\n".utf8))
-    if error.usage { FileHandle.standardError.write(Data(usageText.utf8)) }
-    exit(error.usage ? 2 : 1)
-}
+runTool("afconvert", usage: usageText) { () throws(ToolFailure) in try convert(try parse(Array(CommandLine.arguments.dropFirst()))) }

@@ -1,5 +1,6 @@
 // afplay: plays an audio file on the sound server, with macOS afplay's flags, through AVAudioPlayer.
 import AVFAudio
+import CommandLineSupport
 import Foundation
 
 let usageText = """
@@ -15,15 +16,6 @@ let usageText = """
     progress line shows elapsed and total time and the level.
 
     """
-
-struct Failure: Error {
-    let message: String
-    let usage: Bool
-    init(_ message: String, usage: Bool = false) {
-        self.message = message
-        self.usage = usage
-    }
-}
 
 struct Options {
     var volume: Float = 1
@@ -51,55 +43,35 @@ final class Finish: AVAudioPlayerDelegate, @unchecked Sendable {
     var error: String? { lock.withLock { decodeError } }
 }
 
-func parse(_ arguments: [String]) throws(Failure) -> Options {
+func parse(_ arguments: [String]) throws(ToolFailure) -> Options {
     var o = Options()
     var path: String?
-    var i = 0
-    func value(_ flag: String) throws(Failure) -> String {
-        i += 1
-        guard i < arguments.count else { throw Failure("\(flag) needs a value", usage: true) }
-        return arguments[i]
-    }
-    while i < arguments.count {
-        let a = arguments[i]
+    var args = ArgumentCursor(arguments)
+    while let a = args.next() {
         switch a {
-        case "-h", "--help":
-            print(usageText, terminator: "")
-            exit(0)
-        case "-v", "--volume":
-            let v = try value(a)
-            guard let f = Float(v), f >= 0 else { throw Failure("-v takes a volume from 0, not '\(v)'") }
-            o.volume = min(f, 1)
-        case "-t", "--time":
-            let v = try value(a)
-            guard let t = Double(v), t > 0 else { throw Failure("-t takes a positive number of seconds, not '\(v)'") }
-            o.time = t
-        case "-r", "--rate":
-            let v = try value(a)
-            guard let r = Float(v), r >= 0.5, r <= 2 else { throw Failure("-r takes a rate from 0.5 to 2, not '\(v)'") }
-            o.rate = r
-        case "-q", "--rQuality":
-            let v = try value(a)
-            guard v == "0" || v == "1" else { throw Failure("-q takes 0 or 1, not '\(v)'") }
+        case "-h", "--help": printUsageAndExit(usageText)
+        case "-v", "--volume": o.volume = min(try args.number(for: a, "a volume from 0") { $0 >= 0 }, 1)
+        case "-t", "--time": o.time = try args.number(for: a, "a positive number of seconds") { $0 > 0 }
+        case "-r", "--rate": o.rate = try args.number(for: a, "a rate from 0.5 to 2") { $0 >= 0.5 && $0 <= 2 }
+        case "-q", "--rQuality": _ = try args.number(for: a, "0 or 1") { (q: Int) in q == 0 || q == 1 }
         case "-d", "--debug": o.debug = true
         default:
-            if a.hasPrefix("-") && a.count > 1 { throw Failure("unknown option \(a)", usage: true) }
-            guard path == nil else { throw Failure("give one audio file", usage: true) }
+            if a.hasPrefix("-") && a.count > 1 { throw ToolFailure("unknown option \(a)", usage: true) }
+            guard path == nil else { throw ToolFailure("give one audio file", usage: true) }
             path = a
         }
-        i += 1
     }
-    guard let path else { throw Failure("give an audio file", usage: true) }
+    guard let path else { throw ToolFailure("give an audio file", usage: true) }
     o.path = path
     return o
 }
 
-func play(_ o: Options) throws(Failure) {
+func play(_ o: Options) throws(ToolFailure) {
     let player: AVAudioPlayer
     do {
         player = try AVAudioPlayer(contentsOf: URL(fileURLWithPath: o.path))
     } catch {
-        throw Failure((error as NSError).localizedDescription)
+        throw ToolFailure((error as NSError).localizedDescription)
     }
     let total = player.duration
     if o.debug {
@@ -115,10 +87,10 @@ func play(_ o: Options) throws(Failure) {
         player.enableRate = true
         player.rate = rate
     }
-    let terminal = isatty(2) != 0
+    let terminal = standardErrorIsTerminal
     player.isMeteringEnabled = terminal
     guard player.prepareToPlay(), player.play() else {
-        throw Failure("cannot start playback: no sound server answers (PULSE_SERVER or $XDG_RUNTIME_DIR/pulse/native)")
+        throw ToolFailure("cannot start playback: no sound server answers (PULSE_SERVER or $XDG_RUNTIME_DIR/pulse/native)")
     }
     var lastLine = 0.0
     while finish.finished == nil {
@@ -131,20 +103,12 @@ func play(_ o: Options) throws(Failure) {
             lastLine = now
             player.updateMeters()
             let level = (0..<player.numberOfChannels).map { player.peakPower(forChannel: $0) }.max() ?? -160
-            let bar = String(repeating: "#", count: min(30, max(0, Int((Double(level) + 60) / 2)))).padding(toLength: 30, withPad: " ", startingAt: 0)
-            FileHandle.standardError.write(Data((String(format: "\r%7.2f / %7.2f s  %6.1f dB ", player.currentTime, total, level) + bar).utf8))
+            progressLine(String(format: "%7.2f / %7.2f s", player.currentTime, total), level: level)
         }
         usleep(2000)  // the time limit's resolution
     }
     if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
-    if let error = finish.error { throw Failure("decoding \(o.path) failed: \(error)") }
+    if let error = finish.error { throw ToolFailure("decoding \(o.path) failed: \(error)") }
 }
 
-do {
-    try play(try parse(Array(CommandLine.arguments.dropFirst())))
-    exit(0)
-} catch {
-    FileHandle.standardError.write(Data("afplay: \(error.message)\n".utf8))
-    if error.usage { FileHandle.standardError.write(Data(usageText.utf8)) }
-    exit(error.usage ? 2 : 1)
-}
+runTool("afplay", usage: usageText) { () throws(ToolFailure) in try play(try parse(Array(CommandLine.arguments.dropFirst()))) }

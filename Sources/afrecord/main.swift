@@ -2,6 +2,7 @@
 // through AVAudioRecorder.
 import AVFAudio
 import AudioToolbox
+import CommandLineSupport
 import Foundation
 
 let usageText = """
@@ -20,15 +21,6 @@ let usageText = """
     the level. Ctrl-C (or SIGTERM) stops and leaves a complete file.
 
     """
-
-struct Failure: Error {
-    let message: String
-    let usage: Bool
-    init(_ message: String, usage: Bool = false) {
-        self.message = message
-        self.usage = usage
-    }
-}
 
 struct Options {
     var fileType: AudioFileTypeID?
@@ -59,69 +51,45 @@ final class Finish: AVAudioRecorderDelegate, @unchecked Sendable {
     var error: String? { lock.withLock { encodeError } }
 }
 
-func parse(_ arguments: [String]) throws(Failure) -> Options {
+func parse(_ arguments: [String]) throws(ToolFailure) -> Options {
     var o = Options()
     var path: String?
-    var i = 0
-    func value(_ flag: String) throws(Failure) -> String {
-        i += 1
-        guard i < arguments.count else { throw Failure("\(flag) needs a value", usage: true) }
-        return arguments[i]
-    }
-    while i < arguments.count {
-        let a = arguments[i]
+    var args = ArgumentCursor(arguments)
+    while let a = args.next() {
         switch a {
-        case "-h", "--help":
-            print(usageText, terminator: "")
-            exit(0)
+        case "-h", "--help": printUsageAndExit(usageText)
         case "-f", "--file":
-            let name = try value(a)
+            let name = try args.value(for: a)
             guard let type = CommandLineFormats.fileType(named: name) else {
-                throw Failure("unknown file type '\(name)' (known: \(CommandLineFormats.knownFileTypes))")
+                throw ToolFailure("unknown file type '\(name)' (known: \(CommandLineFormats.knownFileTypes))")
             }
             o.fileType = type
         case "-d", "--data":
-            let spec = try value(a)
-            guard let (format, rate) = CommandLineFormats.splitRate(spec) else { throw Failure("bad sample rate in -d \(spec)") }
+            let spec = try args.value(for: a)
+            guard let (format, rate) = CommandLineFormats.splitRate(spec) else { throw ToolFailure("bad sample rate in -d \(spec)") }
             if let rate { o.sampleRate = rate }
             o.dataFormat = format
-        case "-c", "--channels":
-            let v = try value(a)
-            guard let c = Int(v), (1...8).contains(c) else { throw Failure("-c takes 1 … 8 channels, not '\(v)'") }
-            o.channels = c
-        case "-r", "--samplerate":
-            let v = try value(a)
-            guard let r = Double(v), r >= 1000, r <= 384_000 else { throw Failure("-r takes a sample rate from 1000 to 384000 Hz, not '\(v)'") }
-            o.sampleRate = r
-        case "-b", "--bitrate":
-            let v = try value(a)
-            guard let b = Int(v), b > 0 else { throw Failure("-b takes a bit rate in bits per second, not '\(v)'") }
-            o.bitRate = b
-        case "-q", "--quality":
-            let v = try value(a)
-            guard let q = Int(v), (0...127).contains(q) else { throw Failure("-q takes a quality from 0 to 127, not '\(v)'") }
-            o.quality = q
-        case "-t", "--time":
-            let v = try value(a)
-            guard let t = Double(v), t > 0, t.isFinite else { throw Failure("-t takes a positive number of seconds, not '\(v)'") }
-            o.time = t
+        case "-c", "--channels": o.channels = try args.number(for: a, "1 … 8 channels") { (1...8).contains($0) }
+        case "-r", "--samplerate": o.sampleRate = try args.number(for: a, "a sample rate from 1000 to 384000 Hz") { $0 >= 1000 && $0 <= 384_000 }
+        case "-t", "--time": o.time = try args.number(for: a, "a positive number of seconds") { $0 > 0 && $0.isFinite }
+        case "-b", "--bitrate": o.bitRate = try args.number(for: a, "a bit rate in bits per second") { $0 > 0 }
+        case "-q", "--quality": o.quality = try args.number(for: a, "a quality from 0 to 127") { (0...127).contains($0) }
         default:
-            if a.hasPrefix("-") && a.count > 1 { throw Failure("unknown option \(a)", usage: true) }
-            guard path == nil else { throw Failure("give one audio file", usage: true) }
+            if a.hasPrefix("-") && a.count > 1 { throw ToolFailure("unknown option \(a)", usage: true) }
+            guard path == nil else { throw ToolFailure("give one audio file", usage: true) }
             path = a
         }
-        i += 1
     }
-    guard let path else { throw Failure("give the file to record into", usage: true) }
+    guard let path else { throw ToolFailure("give the file to record into", usage: true) }
     o.path = path
     return o
 }
 
 /// AVAudioRecorder settings for the options.
-func settings(_ o: Options) throws(Failure) -> [String: Any] {
+func settings(_ o: Options) throws(ToolFailure) -> [String: Any] {
     let ext = (o.path as NSString).pathExtension
     guard let type = o.fileType ?? CommandLineFormats.fileType(named: ext) else {
-        throw Failure("cannot tell the file type from '\(o.path)'; give -f")
+        throw ToolFailure("cannot tell the file type from '\(o.path)'; give -f")
     }
     let rate = o.sampleRate ?? 44100
     let spec = o.dataFormat ?? {
@@ -143,7 +111,7 @@ func settings(_ o: Options) throws(Failure) -> [String: Any] {
         s[AVLinearPCMIsFloatKey] = pcm.mFormatFlags & kAudioFormatFlagIsFloat != 0
         s[AVLinearPCMIsBigEndianKey] = pcm.mFormatFlags & kAudioFormatFlagIsBigEndian != 0
     } else {
-        throw Failure("unknown data format '\(spec)' (\(CommandLineFormats.knownDataFormats))")
+        throw ToolFailure("unknown data format '\(spec)' (\(CommandLineFormats.knownDataFormats))")
     }
     return s
 }
@@ -171,24 +139,24 @@ final class StopOnSignal: @unchecked Sendable {
     var interrupted: Bool { lock.withLock { stopped } }
 }
 
-func record(_ o: Options) throws(Failure) {
+func record(_ o: Options) throws(ToolFailure) {
     let url = URL(fileURLWithPath: o.path)
     let recorder: AVAudioRecorder
     do {
         recorder = try AVAudioRecorder(url: url, settings: try settings(o))
-    } catch let failure as Failure {
+    } catch let failure as ToolFailure {
         throw failure
     } catch {
-        throw Failure((error as NSError).localizedDescription)
+        throw ToolFailure((error as NSError).localizedDescription)
     }
     let finish = Finish()
     recorder.delegate = finish
-    let terminal = isatty(2) != 0
+    let terminal = standardErrorIsTerminal
     recorder.isMeteringEnabled = terminal
     let signals = StopOnSignal(recorder)
     let started = o.time.map { recorder.record(forDuration: $0) } ?? recorder.record()
     guard started else {
-        throw Failure("cannot record into \(o.path): the file cannot be created or no sound server answers (PULSE_SERVER or $XDG_RUNTIME_DIR/pulse/native)")
+        throw ToolFailure("cannot record into \(o.path): the file cannot be created or no sound server answers (PULSE_SERVER or $XDG_RUNTIME_DIR/pulse/native)")
     }
     var lastLine = 0.0
     while finish.finished == nil {
@@ -197,21 +165,13 @@ func record(_ o: Options) throws(Failure) {
             lastLine = now
             recorder.updateMeters()
             let level = (0..<o.channels).map { recorder.peakPower(forChannel: $0) }.max() ?? -160
-            let bar = String(repeating: "#", count: min(30, max(0, Int((Double(level) + 60) / 2)))).padding(toLength: 30, withPad: " ", startingAt: 0)
-            FileHandle.standardError.write(Data((String(format: "\rRecording %7.2f s  %6.1f dB ", recorder.currentTime, level) + bar).utf8))
+            progressLine(String(format: "Recording %7.2f s", recorder.currentTime), level: level)
         }
         usleep(10_000)
     }
     if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
     _ = signals.interrupted
-    if let error = finish.error { throw Failure("recording into \(o.path) failed: \(error)") }
+    if let error = finish.error { throw ToolFailure("recording into \(o.path) failed: \(error)") }
 }
 
-do {
-    try record(try parse(Array(CommandLine.arguments.dropFirst())))
-    exit(0)
-} catch {
-    FileHandle.standardError.write(Data("afrecord: \(error.message)\n".utf8))
-    if error.usage { FileHandle.standardError.write(Data(usageText.utf8)) }
-    exit(error.usage ? 2 : 1)
-}
+runTool("afrecord", usage: usageText) { () throws(ToolFailure) in try record(try parse(Array(CommandLine.arguments.dropFirst()))) }

@@ -1,36 +1,36 @@
-import CoreAudioTypes
+public import AudioToolbox
 
 /// The names macOS's afconvert, afrecord and afplay use on the command line for file types and
-/// data formats, shared by this package's tools.
-package enum CommandLineFormats {
+/// data formats.
+public enum CommandLineFormats {
     /// File type names (`caff`, `WAVE`, `m4af`…, and extensions) to type IDs.
-    package static let fileTypes: [String: AudioFileTypeID] = [
+    public static let fileTypes: [String: AudioFileTypeID] = [
         "caff": kAudioFileCAFType, "caf": kAudioFileCAFType, "WAVE": kAudioFileWAVEType, "wav": kAudioFileWAVEType, "wave": kAudioFileWAVEType,
         "AIFF": kAudioFileAIFFType, "aiff": kAudioFileAIFFType, "aif": kAudioFileAIFFType, "AIFC": kAudioFileAIFCType, "aifc": kAudioFileAIFCType,
         "m4af": kAudioFileM4AType, "m4a": kAudioFileM4AType, "mp4f": kAudioFileMPEG4Type, "mp4": kAudioFileMPEG4Type,
         "adts": kAudioFileAAC_ADTSType, "aac": kAudioFileAAC_ADTSType, "flac": kAudioFileFLACType, "MPG3": kAudioFileMP3Type, "mp3": kAudioFileMP3Type,
     ]
 
-    package static let knownFileTypes = "caff WAVE AIFF AIFC m4af mp4f adts flac MPG3"
+    public static let knownFileTypes = "caff WAVE AIFF AIFC m4af mp4f adts flac MPG3"
 
     /// The usual extension of each writable type.
-    package static let extensions: [AudioFileTypeID: String] = [
+    public static let extensions: [AudioFileTypeID: String] = [
         kAudioFileCAFType: "caf", kAudioFileWAVEType: "wav", kAudioFileAIFFType: "aiff", kAudioFileAIFCType: "aifc", kAudioFileM4AType: "m4a",
         kAudioFileMPEG4Type: "mp4", kAudioFileAAC_ADTSType: "aac", kAudioFileFLACType: "flac", kAudioFileMP3Type: "mp3",
     ]
 
-    package static func fileType(named name: String) -> AudioFileTypeID? { fileTypes[name] ?? fileTypes[name.lowercased()] }
+    public static func fileType(named name: String) -> AudioFileTypeID? { fileTypes[name] ?? fileTypes[name.lowercased()] }
 
     /// Splits `spec@rate` (as in `-d LEI16@44100`); the rate is `nil` when absent, and the call
     /// returns `nil` when it is not a positive number.
-    package static func splitRate(_ spec: String) -> (format: String, rate: Double?)? {
+    public static func splitRate(_ spec: String) -> (format: String, rate: Double?)? {
         guard let at = spec.firstIndex(of: "@") else { return (spec, nil) }
         guard let rate = Double(spec[spec.index(after: at)...]), rate > 0, rate.isFinite else { return nil }
         return (String(spec[..<at]), rate)
     }
 
     /// A linear PCM spec such as LEI16, BEF32, I8, UI8.
-    package static func pcm(_ spec: String, rate: Double, channels: UInt32) -> AudioStreamBasicDescription? {
+    public static func pcm(_ spec: String, rate: Double, channels: UInt32) -> AudioStreamBasicDescription? {
         var s = Substring(spec)
         var big = false
         if s.hasPrefix("BE") {
@@ -62,7 +62,7 @@ package enum CommandLineFormats {
     }
 
     /// A codec name (`aac`, `ima4`, `ulaw`, `alaw`, `alac`, `flac`, `.mp3`, `opus`) to its format ID.
-    package static func codec(_ spec: String) -> AudioFormatID? {
+    public static func codec(_ spec: String) -> AudioFormatID? {
         switch spec {
         case "aac", "aac ": kAudioFormatMPEG4AAC
         case "ima4": kAudioFormatAppleIMA4
@@ -76,5 +76,5 @@ package enum CommandLineFormats {
         }
     }
 
-    package static let knownDataFormats = "aac ima4 ulaw alaw alac flac .mp3 opus, or LEI16-style linear PCM"
+    public static let knownDataFormats = "aac ima4 ulaw alaw alac flac .mp3 opus, or LEI16-style linear PCM"
 }
