@@ -59,7 +59,7 @@ let package = Package(
 
         // macOS's command-line tools.
         // The tools' plumbing: failures and exit codes, argument walking, progress lines, format names.
-        .target(name: "CommandLineSupport", dependencies: ["AudioToolbox"], swiftSettings: strict),
+        .target(name: "CommandLineSupport", dependencies: ["AVFAudio"], swiftSettings: strict),
         .executableTarget(name: "afinfo", dependencies: ["AudioToolbox"], swiftSettings: strict),
         .executableTarget(name: "afconvert", dependencies: ["AudioToolbox", "CommandLineSupport"], swiftSettings: strict),
         .executableTarget(name: "afplay", dependencies: ["AVFAudio", "CommandLineSupport"], swiftSettings: strict),

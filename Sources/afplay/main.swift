@@ -25,24 +25,6 @@ struct Options {
     var path = ""
 }
 
-/// Hears the player's end.
-final class Finish: AVAudioPlayerDelegate, @unchecked Sendable {
-    private let lock = NSLock()
-    private var result: Bool?
-    private var decodeError: String?
-
-    func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool) {
-        lock.withLock { result = flag }
-    }
-
-    func audioPlayerDecodeErrorDidOccur(_ player: AVAudioPlayer, error: (any Error)?) {
-        lock.withLock { decodeError = error.map { ($0 as NSError).localizedDescription } ?? "unknown" }
-    }
-
-    var finished: Bool? { lock.withLock { result } }
-    var error: String? { lock.withLock { decodeError } }
-}
-
 func parse(_ arguments: [String]) throws(ToolFailure) -> Options {
     var o = Options()
     var path: String?
@@ -80,7 +62,7 @@ func play(_ o: Options) throws(ToolFailure) {
             format: "Playing file: %@\nFile format: %d ch, %.0f Hz, '%@'\nDuration: %.3f s\n",
             o.path, d.mChannelsPerFrame, d.mSampleRate, d.mFormatID.fourCharCodeString, total).utf8))
     }
-    let finish = Finish()
+    let finish = Outcome()
     player.delegate = finish
     player.volume = o.volume
     if let rate = o.rate {

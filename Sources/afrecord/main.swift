@@ -33,24 +33,6 @@ struct Options {
     var path = ""
 }
 
-/// Hears the recorder's end.
-final class Finish: AVAudioRecorderDelegate, @unchecked Sendable {
-    private let lock = NSLock()
-    private var result: Bool?
-    private var encodeError: String?
-
-    func audioRecorderDidFinishRecording(_ recorder: AVAudioRecorder, successfully flag: Bool) {
-        lock.withLock { result = flag }
-    }
-
-    func audioRecorderEncodeErrorDidOccur(_ recorder: AVAudioRecorder, error: (any Error)?) {
-        lock.withLock { encodeError = error.map { ($0 as NSError).localizedDescription } ?? "unknown" }
-    }
-
-    var finished: Bool? { lock.withLock { result } }
-    var error: String? { lock.withLock { encodeError } }
-}
-
 func parse(_ arguments: [String]) throws(ToolFailure) -> Options {
     var o = Options()
     var path: String?
@@ -149,7 +131,7 @@ func record(_ o: Options) throws(ToolFailure) {
     } catch {
         throw ToolFailure((error as NSError).localizedDescription)
     }
-    let finish = Finish()
+    let finish = Outcome()
     recorder.delegate = finish
     let terminal = standardErrorIsTerminal
     recorder.isMeteringEnabled = terminal
