@@ -9,69 +9,6 @@ import Glibc
 /// AVAudioPlayer: time from `play()` to the first sound on the sink, and CPU time for MP3
 /// playback, each beside paplay on the same file.
 enum PlayerBench {
-    /// Watches the speaker's monitor through an input queue; reports the host time of the first
-    /// sample above the threshold after `arm(at:)`.
-    final class OnsetWatch: @unchecked Sendable {
-        private let lock = NSLock()
-        private var armedAt: UInt64 = .max
-        private var onset: UInt64?
-        private var queue: AudioQueueRef?
-        static let rate = 48000.0
-
-        init() throws {
-            var format = AudioStreamBasicDescription(
-                mSampleRate: Self.rate, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked,
-                mBytesPerPacket: 4, mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
-            var q: AudioQueueRef?
-            try check(AudioQueueNewInput(&format, Self.callback, Unmanaged.passUnretained(self).toOpaque(), nil, nil, 0, &q), "AudioQueueNewInput")
-            queue = q
-            let monitor: CFString? = "@DEFAULT_MONITOR@"
-            _ = withUnsafePointer(to: monitor) { AudioQueueSetProperty(q!, kAudioQueueProperty_CurrentDevice, $0, UInt32(MemoryLayout<CFString?>.size)) }
-            for _ in 0..<8 {
-                var b: AudioQueueBufferRef?
-                AudioQueueAllocateBuffer(q!, UInt32(240 * 4), &b)  // 5 ms
-                AudioQueueEnqueueBuffer(q!, b!, 0, nil)
-            }
-            try check(AudioQueueStart(q!, nil), "AudioQueueStart (monitor)")
-        }
-
-        func dispose() { if let queue { AudioQueueDispose(queue, true) } }
-
-        static let callback: AudioQueueInputCallback = { userData, queue, buffer, start, _, _ in
-            let me = Unmanaged<OnsetWatch>.fromOpaque(userData!).takeUnretainedValue()
-            let n = Int(buffer.pointee.mAudioDataByteSize) / 4
-            let samples = buffer.pointee.mAudioData.assumingMemoryBound(to: Float.self)
-            let base = start.pointee.mHostTime
-            me.lock.lock()
-            if me.onset == nil && base != 0 {
-                for i in 0..<n where abs(samples[i]) > 0.01 {
-                    let t = base + UInt64(Double(i) / rate * 1e9)
-                    if t >= me.armedAt { me.onset = t }
-                    break
-                }
-            }
-            me.lock.unlock()
-            AudioQueueEnqueueBuffer(queue, buffer, 0, nil)
-        }
-
-        func arm(at time: UInt64) {
-            lock.withLock {
-                armedAt = time
-                onset = nil
-            }
-        }
-
-        /// Milliseconds from the armed time to the onset; `nil` if nothing sounded in `timeout` s.
-        func wait(timeout: Double) -> Double? {
-            let deadline = Date(timeIntervalSinceNow: timeout)
-            while Date() < deadline {
-                if let t = lock.withLock({ onset }) { return Double(t &- armedAt) / 1e6 }
-                usleep(1000)
-            }
-            return nil
-        }
-    }
-
     final class EndOfPlay: AVAudioPlayerDelegate, @unchecked Sendable {
         let done = DispatchSemaphore(value: 0)
         func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool) { done.signal() }

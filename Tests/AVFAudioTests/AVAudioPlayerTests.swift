@@ -161,6 +161,18 @@ final class AVAudioPlayerTests: XCTestCase {
         XCTAssertEqual(Double(b - a) / 48000, 0.5, accuracy: 0.02, "play(atTime:) 0.5 s apart")
         XCTAssertEqual(SignalAnalysis.frequency(heard.left[(b + 4800)..<(b + 28800)], sampleRate: 48000), 440, accuracy: 3)
 
+        // And from the call: the first sound reaches the sink 0.5 s after play(atTime: now + 0.5).
+        let watch = try OnsetWatch()
+        defer { watch.dispose() }
+        let scheduled = try AVAudioPlayer(contentsOf: click)
+        XCTAssertTrue(scheduled.prepareToPlay())
+        let called = scheduled.deviceCurrentTime
+        watch.arm(at: UInt64(called * 1e9))
+        XCTAssertTrue(scheduled.play(atTime: called + 0.5))
+        let delay = try XCTUnwrap(watch.wait(timeout: 3), "the scheduled player was not heard")
+        XCTAssertEqual(delay / 1000, 0.5, accuracy: 0.02, "play(atTime: deviceCurrentTime + 0.5)")
+        scheduled.stop()
+
         // Volume 0.5: −6.02 dB against volume 1.
         let player = try AVAudioPlayer(contentsOf: url)
         player.delegate = log
