@@ -233,6 +233,54 @@ final class AVAudioPlayerTests: XCTestCase {
         XCTAssertEqual(log.finished, [], "nor is stop")
     }
 
+    func testHeadphonesUnpluggedKeepThePlayerPlaying() throws {
+        let url = dir.appendingPathComponent("long.wav")
+        try PlayerFixtures.tone(url, seconds: 6)
+        let module = try server.pactl(["load-module", "module-null-sink", "sink_name=phones", "sink_properties=device.form_factor=headphone"])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try server.pactl(["set-default-sink", "phones"])
+        defer { _ = try? server.pactl(["set-default-sink", "speaker"]) }
+        let player = try AVAudioPlayer(contentsOf: url)
+        let log = PlayerDelegateLog()
+        player.delegate = log
+        XCTAssertTrue(player.play())
+        XCTAssertTrue(waitUntil(timeout: 3) { player.currentTime >= 0.3 })
+        // Unplugged: the sink goes away and the server moves the stream to the speaker.
+        let capture = try SignalCapture(server: server, device: "speaker.monitor")
+        _ = try server.pactl(["unload-module", module])
+        let at = player.currentTime
+        XCTAssertTrue(waitUntil(timeout: 3) { player.currentTime >= at + 0.5 }, "playback goes on")
+        try capture.waitFor(frames: capture.frameCount + 9600, timeout: 5)
+        let heard = capture.stop()[0].suffix(9600)
+        XCTAssertGreaterThan(SignalAnalysis.rmsDB(heard), -15, "the tone is on the speaker now")
+        XCTAssertEqual(SignalAnalysis.frequency(heard, sampleRate: 48000), 440, accuracy: 3)
+        XCTAssertTrue(player.isPlaying)
+        XCTAssertEqual(log.finished, [])
+        player.stop()
+    }
+
+    func testVolumeFadesLinearlyOverTheGivenDuration() throws {
+        let url = dir.appendingPathComponent("fade.wav")
+        try PlayerFixtures.tone(url, seconds: 2)
+        let player = try AVAudioPlayer(contentsOf: url)
+        let log = PlayerDelegateLog()
+        player.delegate = log
+        let heard = try capture({
+            XCTAssertTrue(player.play())
+            XCTAssertTrue(waitUntil(timeout: 3) { player.currentTime >= 0.5 })
+            player.setVolume(0, fadeDuration: 0.5)
+            XCTAssertEqual(player.volume, 0)
+        }, until: { log.finished.count == 1 })
+        // The envelope in 5 ms windows: from 90 % to 10 % of full level takes 0.4 s of a linear 0.5 s fade.
+        let start = try XCTUnwrap(SignalAnalysis.onset(heard.left, threshold: 0.05))
+        let windows = stride(from: start, to: heard.left.count - 240, by: 240).map { i in heard.left[i..<(i + 240)].map { abs($0) }.max() ?? 0 }
+        let full = windows[10..<50].max() ?? 0
+        let high = try XCTUnwrap(windows.lastIndex { $0 > 0.9 * full })
+        let low = try XCTUnwrap(windows.firstIndex { $0 < 0.1 * full })
+        XCTAssertEqual(Double(low - high) * 0.005, 0.4, accuracy: 0.03, "the fade's slope")
+        XCTAssertLessThan(SignalAnalysis.rmsDB(heard.left[(start + (low + 40) * 240)...].prefix(24000)), -60, "silent after the fade")
+    }
+
     func testMetersMatchSoxStats() throws {
         guard let sox = PrivatePulseServer.which("sox") else { throw PrivatePulseServer.Failure(description: "sox is not installed") }
         let sine = dir.appendingPathComponent("fullscale.wav")
