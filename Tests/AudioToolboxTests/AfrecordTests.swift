@@ -70,6 +70,27 @@ final class AfrecordTests: ToolProcessTestCase {
         }
     }
 
+    /// A disk that fills up (here a file size limit, with SIGXFSZ ignored so that writes fail
+    /// with EFBIG): the recorder reports the write error, afrecord exits 1, and the file keeps
+    /// every buffer written before.
+    func testAFullDiskReportsTheErrorAndKeepsWhatWasWritten() throws {
+        let url = dir.appendingPathComponent("full.caf")
+        let err = dir.appendingPathComponent("full.err").path
+        let command = "trap '' XFSZ; ulimit -f 40; exec '\(try tool("afrecord"))' -d ima4 -t 5 '\(url.path)'"
+        let child = try ChildProcess("/bin/sh", ["-c", command], environment: try TestSound.server().environment, stderr: .file(err))
+        XCTAssertTrue(waitUntil(timeout: 10) { !child.isRunning })
+        XCTAssertEqual(child.wait(), 1)
+        let message = try String(contentsOfFile: err, encoding: .utf8)
+        XCTAssertTrue(message.contains("afrecord: recording into") && message.contains("File too large"), message)
+        let size = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int)
+        XCTAssertLessThanOrEqual(size, 20480)
+        let probe = try probeWithFFprobe(url, in: dir)
+        XCTAssertEqual(probe.codec, "adpcm_ima_qt")
+        XCTAssertGreaterThan(probe.duration, 0.8, "the buffers written before the disk filled")
+        let audio = try decodeWithFFmpeg(url, in: dir)
+        XCTAssertEqual(SignalAnalysis.frequency(audio[4410..<30870], sampleRate: 44100), 440, accuracy: 3)
+    }
+
     func testErrorsAndExitCodes() throws {
         var r = try run("afrecord", [])
         XCTAssertEqual(r.code, 2)
