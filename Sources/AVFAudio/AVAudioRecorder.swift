@@ -148,10 +148,7 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
         var q: AudioQueueRef?
         let me = Unmanaged.passUnretained(self).toOpaque()
         let status = AudioQueueNewInput(&desc, Self.callback, me, nil, nil, 0, &q)
-        guard status == noErr, let q else {
-            failure = statusError(status, "cannot record '\(desc.mFormatID.fourCharCodeString)' from the sound server's input")
-            return false
-        }
+        guard status == noErr, let q else { return false }
         AudioQueueSetEncoderOptions(q, bitRate: bitRate, quality: quality)
         var completed = desc
         var size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
@@ -159,7 +156,6 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
         var f: AudioFileID?
         let created = AudioFileCreateWithURL(url as CFURL, fileType, &completed, .eraseFile, &f)
         guard created == noErr, let f else {
-            failure = statusError(created, "cannot create \(url.path): \(AudioFileLastFailureReason())")
             AudioQueueDispose(q, true)
             return false
         }
@@ -179,7 +175,6 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
             guard allocated == noErr, let b, AudioQueueEnqueueBuffer(q, b, 0, nil) == noErr else {
                 AudioQueueDispose(q, true)
                 AudioFileClose(f)
-                failure = statusError(allocated, "cannot allocate recording buffers")
                 return false
             }
         }
@@ -236,10 +231,7 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
             when.mFlags = [.hostTimeValid]
         }
         let status = when.mFlags.isEmpty ? AudioQueueStart(q, nil) : AudioQueueStart(q, &when)
-        guard status == noErr else {
-            failure = statusError(status, "the sound server's input cannot start")
-            return false
-        }
+        guard status == noErr else { return false }  // no input answers; the prepared file stays
         recording = true
         paused = false
         return true
@@ -258,11 +250,12 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
     /// Stops and closes the file; the delegate's `audioRecorderDidFinishRecording` follows.
     open func stop() { finish(successfully: true) }
 
-    /// Deletes the file; only when not recording. `false` when there is nothing to delete.
+    /// Deletes the file; only once stopped (`false` while recording or paused, or when there is
+    /// nothing to delete).
     @discardableResult
     open func deleteRecording() -> Bool {
         lock.lock()
-        let busy = recording
+        let busy = queue != nil
         lock.unlock()
         guard !busy else { return false }
         return unlink(url.path) == 0

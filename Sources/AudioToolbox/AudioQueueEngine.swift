@@ -90,9 +90,6 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
     private var currentStartSample: Int64 = 0
     private var currentStartHost: UInt64 = 0
     private var started = false
-    /// Frames of silence still due before a timed start (-1: not counted yet). Counted once from
-    /// the first render's time, then by frames written, so later latency estimates cannot move it.
-    private var startCountdown = -1
     private var starving = false
     private(set) var sampleTime: Int64 = 0
     private var volume: Float = 1
@@ -133,16 +130,14 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
         guard !paused.load(ordering: .acquiring) else { return frames }
         let nanosPerFrame = 1e9 / sampleRate
         if !started {
-            if startCountdown < 0 {
-                let target = startHostTime.load(ordering: .relaxed)
-                startCountdown = target > time.hostTime ? Int(Double(target - time.hostTime) / nanosPerFrame) : 0
+            // Each render re-estimates when its first frame is heard, so a change of the sink's
+            // latency while waiting (another stream starting) moves the start with it.
+            let target = startHostTime.load(ordering: .relaxed)
+            if target > time.hostTime {
+                let wait = Int(Double(target - time.hostTime) / nanosPerFrame)
+                if wait >= frames { return frames }
+                written = wait
             }
-            if startCountdown >= frames {
-                startCountdown -= frames
-                return frames
-            }
-            written = startCountdown
-            startCountdown = -1
             started = true
         }
         let firstHeard = time.hostTime &+ UInt64(Double(written) * nanosPerFrame)
@@ -355,7 +350,6 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
         offset = 0
         while let item = pending.pop() { tokens.append(item.token) }
         started = false
-        startCountdown = -1
         starving = false
         discontinuities.add(1, ordering: .relaxed)
         if restartTimeline {
