@@ -151,8 +151,11 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     private func checkRoute(reason forced: RouteChangeReason? = nil) {
         let route = currentRoute
         let (previous, seen) = locked { (lastRoute, seenOutputs) }
+        // A device that went away is new again when it comes back (headphones plugged in twice).
+        let present = Set(AudioSessionHost.devices(output: true).map(\.name))
         locked {
             lastRoute = route
+            seenOutputs.formIntersection(present)
             for o in route.outputs { seenOutputs.insert(o.uid) }
         }
         guard let previous, previous != route else { return }
