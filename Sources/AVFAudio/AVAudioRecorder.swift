@@ -274,7 +274,9 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
         guard let q = queue, recording || paused else { return 0 }
         var now = AudioTimeStamp()
         let captured = AudioQueueGetCurrentTime(q, nil, &now, nil) == noErr ? Int64(now.mSampleTime) : 0
-        return Double(max(captured, framesWritten)) / format.sampleRate
+        var frames = max(captured, framesWritten)
+        if let limitFrames { frames = min(frames, limitFrames) }  // record(forDuration:) stops there
+        return Double(frames) / format.sampleRate
     }
 
     /// The input device's clock in seconds: the host clock, as for ``AVAudioPlayer/deviceCurrentTime``.
