@@ -87,7 +87,7 @@ func play(_ o: Options) throws(ToolFailure) {
             let level = (0..<player.numberOfChannels).map { player.peakPower(forChannel: $0) }.max() ?? -160
             progressLine(String(format: "%7.2f / %7.2f s", player.currentTime, total), level: level)
         }
-        usleep(2000)  // the time limit's resolution
+        usleep(o.time == nil ? 20_000 : 2000)  // with -t, the time limit's resolution
     }
     if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
     if let error = finish.error { throw ToolFailure("decoding \(o.path) failed: \(error)") }
