@@ -48,7 +48,7 @@ open class AVAudioPlayer: NSObject, @unchecked Sendable {
     public init(contentsOf url: URL, fileTypeHint utiString: String?) throws {
         self.url = url
         self.data = nil
-        core = try PlayerCore(path: url.path, cleanup: nil)
+        core = try PlayerCore(path: url.path, name: url.path)
         format = core.fileFormat
         duration = core.duration
         super.init()
@@ -68,12 +68,8 @@ open class AVAudioPlayer: NSObject, @unchecked Sendable {
         guard FileManager.default.createFile(atPath: path, contents: data) else {
             throw statusError(kAudioFilePermissionsError, "cannot store the data in \(path)")
         }
-        do {
-            core = try PlayerCore(path: path, cleanup: path)
-        } catch {
-            unlink(path)
-            throw error
-        }
+        defer { unlink(path) }  // once open, the file stays readable until the player closes it
+        core = try PlayerCore(path: path, name: "the data")
         format = core.fileFormat
         duration = core.duration
         super.init()
@@ -217,8 +213,7 @@ private final class PlayerCore: @unchecked Sendable {
     let channels: Int
     let sampleRate: Double
     let length: Int64
-    let duration: TimeInterval
-    private let cleanup: String?
+    var duration: TimeInterval { Double(length) / sampleRate }
     weak var owner: AVAudioPlayer?
     private let delegateQueue = DispatchQueue(label: "AVAudioPlayer.delegate")
     private var interruptions: InterruptionWatch?
@@ -254,16 +249,14 @@ private final class PlayerCore: @unchecked Sendable {
     private var inputEnded = false
     private var scratch: [Float] = []
 
-    // Metering.
-    private var meteringOn = false
     private var meter: AVAudioPowerMeter
 
-    init(path: String, cleanup: String?) throws {
-        self.cleanup = cleanup
+    /// `name` is how errors name the audio (the path, or "the data").
+    init(path: String, name: String) throws {
         var ref: ExtAudioFileRef?
         let status = ExtAudioFileOpenURL(URL(fileURLWithPath: path) as CFURL, &ref)
         guard status == noErr, let ref else {
-            throw statusError(status, "cannot open \(cleanup == nil ? path : "the data") as audio: \(ExtAudioFileLastFailureReason())")
+            throw statusError(status, "cannot open \(name) as audio: \(ExtAudioFileLastFailureReason())")
         }
         var desc = AudioStreamBasicDescription()
         var size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
@@ -292,9 +285,7 @@ private final class PlayerCore: @unchecked Sendable {
         self.channels = channels
         sampleRate = desc.mSampleRate
         length = frames
-        duration = Double(frames) / desc.mSampleRate
         meter = AVAudioPowerMeter(channels: channels)
-        if let cleanup { unlink(cleanup) }  // the open file stays readable
         interruptions = InterruptionWatch { [weak self] in self?.interrupted() }
     }
 
@@ -355,8 +346,7 @@ private final class PlayerCore: @unchecked Sendable {
         }
         AudioQueueSetParameter(q, kAudioQueueParam_Volume, volume)
         AudioQueueSetParameter(q, kAudioQueueParam_Pan, pan)
-        var on: UInt32 = meteringOn ? 1 : 0
-        AudioQueueSetProperty(q, kAudioQueueProperty_EnableLevelMetering, &on, 4)
+        meter.apply(to: q)
         scratch = Array(repeating: 0, count: 2048 * channels)
         queue = q
         return true
@@ -640,32 +630,13 @@ private final class PlayerCore: @unchecked Sendable {
     }
 
     var isMeteringEnabled: Bool {
-        get { withLock { meteringOn } }
-        set {
-            lock.lock()
-            defer { lock.unlock() }
-            meteringOn = newValue
-            meter.clear()
-            if let q = queue {
-                var on: UInt32 = newValue ? 1 : 0
-                AudioQueueSetProperty(q, kAudioQueueProperty_EnableLevelMetering, &on, 4)
-            }
-        }
+        get { withLock { meter.isEnabled } }
+        set { withLock { meter.setEnabled(newValue, queue: queue) } }
     }
 
-    func updateMeters() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard meteringOn, let q = queue else { return }
-        meter.update(from: q)
-    }
+    func updateMeters() { withLock { meter.update(from: queue) } }
 
-    func meterValue(_ channel: Int, peak: Bool) -> Float {
-        lock.lock()
-        defer { lock.unlock() }
-        guard meteringOn, channel >= 0, channel < channels else { return AVAudioPowerMeter.floor }
-        return peak ? meter.peak[channel] : meter.average[channel]
-    }
+    func meterValue(_ channel: Int, peak: Bool) -> Float { withLock { meter.value(channel: channel, peak: peak) } }
 }
 
 /// Carries an error to the delegate queue.

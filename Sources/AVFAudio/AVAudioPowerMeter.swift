@@ -17,8 +17,9 @@ struct AVAudioPowerMeter {
     private static let peakHold = 0.5
     private static let peakFallPerSecond: Float = 60
 
+    /// Whether the owner turned metering on (`isMeteringEnabled`); off, every value reads −160.
+    private(set) var isEnabled = false
     private var power: [Float]
-    private var peakDB: [Float]
     private var peakSetAt: [UInt64]
     private var lastUpdate: UInt64 = 0
     private(set) var average: [Float]
@@ -26,7 +27,6 @@ struct AVAudioPowerMeter {
 
     init(channels: Int) {
         power = Array(repeating: 0, count: channels)
-        peakDB = Array(repeating: Self.floor, count: channels)
         peakSetAt = Array(repeating: 0, count: channels)
         average = Array(repeating: Self.floor, count: channels)
         peak = Array(repeating: Self.floor, count: channels)
@@ -49,22 +49,38 @@ struct AVAudioPowerMeter {
             }
             average[c] = power[c] > 0 ? max(Self.floor, 10 * log10(power[c])) : Self.floor
             let newPeak = Self.decibels(p)
-            if newPeak >= peakDB[c] {
-                peakDB[c] = newPeak
+            if newPeak >= peak[c] {
+                peak[c] = newPeak
                 peakSetAt[c] = now
             } else {
                 let held = Double(now &- peakSetAt[c]) / 1e9
                 if held > Self.peakHold {
                     let fall = Self.peakFallPerSecond * Float(min(dt, held - Self.peakHold))
-                    peakDB[c] = max(newPeak, peakDB[c] - fall)
+                    peak[c] = max(newPeak, peak[c] - fall)
                 }
             }
-            peak[c] = peakDB[c]
         }
     }
 
-    /// Reads the queue's level meter and updates; a queue without metering leaves the values.
-    mutating func update(from queue: AudioQueueRef) {
+    /// Turns metering on or off, from silence, on `queue` too when there is one.
+    mutating func setEnabled(_ on: Bool, queue: AudioQueueRef?) {
+        self = AVAudioPowerMeter(channels: average.count)
+        isEnabled = on
+        if let queue { apply(to: queue) }
+    }
+
+    /// Sets the queue's `kAudioQueueProperty_EnableLevelMetering` as the owner asked (new queues).
+    func apply(to queue: AudioQueueRef) {
+        var on: UInt32 = isEnabled ? 1 : 0
+        AudioQueueSetProperty(queue, kAudioQueueProperty_EnableLevelMetering, &on, 4)
+    }
+
+    /// Back to silence (a new recording), keeping whether metering is on.
+    mutating func clear() { setEnabled(isEnabled, queue: nil) }
+
+    /// Reads the queue's level meter and updates (`updateMeters`); nothing when metering is off.
+    mutating func update(from queue: AudioQueueRef?) {
+        guard isEnabled, let queue else { return }
         let channels = average.count
         var states = [AudioQueueLevelMeterState](repeating: .init(), count: channels)
         var size = UInt32(MemoryLayout<AudioQueueLevelMeterState>.stride * channels)
@@ -72,6 +88,9 @@ struct AVAudioPowerMeter {
         update(rms: states.map(\.mAveragePower), peaks: states.map(\.mPeakPower))
     }
 
-    /// Back to silence (a new recording or playback).
-    mutating func clear() { self = AVAudioPowerMeter(channels: average.count) }
+    /// `averagePower(forChannel:)` or `peakPower(forChannel:)`: −160 when off or out of range.
+    func value(channel: Int, peak wantPeak: Bool) -> Float {
+        guard isEnabled, average.indices.contains(channel) else { return Self.floor }
+        return wantPeak ? peak[channel] : average[channel]
+    }
 }

@@ -41,6 +41,8 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
     private var interruptions: InterruptionWatch?
     private var file: AudioFileID?
     private var queue: AudioQueueRef?
+    /// The queue's completed description (frames and bytes per packet), read once when prepared.
+    private var packetFormat = AudioStreamBasicDescription()
     private var recording = false
     private var paused = false
     private var packetIndex: Int64 = 0
@@ -49,7 +51,6 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
     private var limitFrames: Int64?
     private var failure: (any Error)?
     private var finishing = false
-    private var meteringOn = false
     private var meter: AVAudioPowerMeter
 
     /// `settings` uses Apple's keys: `AVFormatIDKey`, `AVSampleRateKey`, `AVNumberOfChannelsKey`,
@@ -178,11 +179,11 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
                 return false
             }
         }
-        var on: UInt32 = meteringOn ? 1 : 0
-        AudioQueueSetProperty(q, kAudioQueueProperty_EnableLevelMetering, &on, 4)
+        meter.apply(to: q)
         writeCookie(q, f)
         queue = q
         file = f
+        packetFormat = completed
         packetIndex = 0
         framesWritten = 0
         failure = nil
@@ -285,39 +286,18 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
     // MARK: Metering
 
     open var isMeteringEnabled: Bool {
-        get { lock.withLock { meteringOn } }
-        set {
-            lock.lock()
-            defer { lock.unlock() }
-            meteringOn = newValue
-            meter.clear()
-            if let q = queue {
-                var on: UInt32 = newValue ? 1 : 0
-                AudioQueueSetProperty(q, kAudioQueueProperty_EnableLevelMetering, &on, 4)
-            }
-        }
+        get { lock.withLock { meter.isEnabled } }
+        set { lock.withLock { meter.setEnabled(newValue, queue: queue) } }
     }
 
     /// Refreshes the meters with what was captured since the previous call.
-    open func updateMeters() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard meteringOn, let q = queue else { return }
-        meter.update(from: q)
-    }
+    open func updateMeters() { lock.withLock { meter.update(from: queue) } }
 
     /// Average power of `channelNumber` in dBFS (−160 silence, a full-scale sine −3.01).
-    open func averagePower(forChannel channelNumber: Int) -> Float { meterValue(channelNumber, peak: false) }
+    open func averagePower(forChannel channelNumber: Int) -> Float { lock.withLock { meter.value(channel: channelNumber, peak: false) } }
 
     /// Peak power of `channelNumber` in dBFS, held for half a second and then falling.
-    open func peakPower(forChannel channelNumber: Int) -> Float { meterValue(channelNumber, peak: true) }
-
-    private func meterValue(_ channel: Int, peak: Bool) -> Float {
-        lock.lock()
-        defer { lock.unlock() }
-        guard meteringOn, channel >= 0, channel < meter.average.count else { return AVAudioPowerMeter.floor }
-        return peak ? meter.peak[channel] : meter.average[channel]
-    }
+    open func peakPower(forChannel channelNumber: Int) -> Float { lock.withLock { meter.value(channel: channelNumber, peak: true) } }
 
     // MARK: Queue callback (the queue's thread)
 
@@ -333,10 +313,7 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
             lock.unlock()
             return
         }
-        let desc = format.streamDescription.pointee
-        var completed = desc
-        var size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
-        AudioQueueGetProperty(q, kAudioQueueProperty_StreamDescription, &completed, &size)
+        let completed = packetFormat
         let framesPerPacket = Int64(max(completed.mFramesPerPacket, 1))
         var packets = packetCount
         if packets == 0 && completed.mBytesPerPacket > 0 { packets = buffer.pointee.mAudioDataByteSize / completed.mBytesPerPacket }

@@ -61,6 +61,20 @@ public enum CommandLineFormats {
             mBytesPerFrame: bytes, mChannelsPerFrame: channels, mBitsPerChannel: bits, mReserved: 0)
     }
 
+    /// The data format a type is written in when `-d` is not given (`aac` for M4A, MP4 and ADTS,
+    /// `flac`, `.mp3`, `BEI16` for AIFF/AIFC, `LEI16` for WAVE); `nil` for types with no single
+    /// answer (CAF), where each tool decides.
+    public static func defaultDataFormat(for type: AudioFileTypeID) -> String? {
+        switch type {
+        case kAudioFileM4AType, kAudioFileMPEG4Type, kAudioFileAAC_ADTSType: "aac"
+        case kAudioFileFLACType: "flac"
+        case kAudioFileMP3Type: ".mp3"
+        case kAudioFileAIFFType, kAudioFileAIFCType: "BEI16"
+        case kAudioFileWAVEType: "LEI16"
+        default: nil
+        }
+    }
+
     /// A codec name (`aac`, `ima4`, `ulaw`, `alaw`, `alac`, `flac`, `.mp3`, `opus`) to its format ID.
     public static func codec(_ spec: String) -> AudioFormatID? {
         switch spec {

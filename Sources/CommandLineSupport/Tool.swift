@@ -30,6 +30,14 @@ public struct ArgumentCursor {
         return v
     }
 
+    /// Takes `argument` as the tool's one file operand: an unknown option or a second file is a
+    /// usage error.
+    public func operand(_ argument: String, into path: inout String?) throws(ToolFailure) {
+        if argument.hasPrefix("-") && argument.count > 1 { throw ToolFailure("unknown option \(argument)", usage: true) }
+        guard path == nil else { throw ToolFailure("give one audio file", usage: true) }
+        path = argument
+    }
+
     /// The value after `flag` as a number that `valid` accepts; `expected` says what it takes.
     public mutating func number<T: LosslessStringConvertible>(for flag: String, _ expected: String, _ valid: (T) -> Bool = { _ in true }) throws(ToolFailure) -> T {
         let text = try value(for: flag)

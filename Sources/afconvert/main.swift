@@ -132,16 +132,8 @@ func convert(_ o: Options) throws(Failure) {
     let rate = o.sampleRate ?? source.mSampleRate
     let channels = o.channels ?? source.mChannelsPerFrame
     var destination: AudioStreamBasicDescription
-    let spec = o.dataFormat ?? {
-        switch type {
-        case kAudioFileM4AType, kAudioFileMPEG4Type, kAudioFileAAC_ADTSType: return "aac"
-        case kAudioFileFLACType: return "flac"
-        case kAudioFileMP3Type: return ".mp3"
-        case kAudioFileAIFFType, kAudioFileAIFCType: return "BEI16"
-        case kAudioFileWAVEType: return "LEI16"
-        default: return source.mFormatID == kAudioFormatLinearPCM ? "" : "LEI16"
-        }
-    }()
+    // Without -d: the type's usual format; a CAF keeps linear PCM as it is ("").
+    let spec = o.dataFormat ?? CommandLineFormats.defaultDataFormat(for: type) ?? (source.mFormatID == kAudioFormatLinearPCM ? "" : "LEI16")
     if spec.isEmpty {
         destination = source
         destination.mSampleRate = rate

@@ -37,10 +37,7 @@ func parse(_ arguments: [String]) throws(ToolFailure) -> Options {
         case "-r", "--rate": o.rate = try args.number(for: a, "a rate from 0.5 to 2") { $0 >= 0.5 && $0 <= 2 }
         case "-q", "--rQuality": _ = try args.number(for: a, "0 or 1") { (q: Int) in q == 0 || q == 1 }
         case "-d", "--debug": o.debug = true
-        default:
-            if a.hasPrefix("-") && a.count > 1 { throw ToolFailure("unknown option \(a)", usage: true) }
-            guard path == nil else { throw ToolFailure("give one audio file", usage: true) }
-            path = a
+        default: try args.operand(a, into: &path)
         }
     }
     guard let path else { throw ToolFailure("give an audio file", usage: true) }

@@ -56,10 +56,7 @@ func parse(_ arguments: [String]) throws(ToolFailure) -> Options {
         case "-t", "--time": o.time = try args.number(for: a, "a positive number of seconds") { $0 > 0 && $0.isFinite }
         case "-b", "--bitrate": o.bitRate = try args.number(for: a, "a bit rate in bits per second") { $0 > 0 }
         case "-q", "--quality": o.quality = try args.number(for: a, "a quality from 0 to 127") { (0...127).contains($0) }
-        default:
-            if a.hasPrefix("-") && a.count > 1 { throw ToolFailure("unknown option \(a)", usage: true) }
-            guard path == nil else { throw ToolFailure("give one audio file", usage: true) }
-            path = a
+        default: try args.operand(a, into: &path)
         }
     }
     guard let path else { throw ToolFailure("give the file to record into", usage: true) }
@@ -74,27 +71,17 @@ func settings(_ o: Options) throws(ToolFailure) -> [String: Any] {
         throw ToolFailure("cannot tell the file type from '\(o.path)'; give -f")
     }
     let rate = o.sampleRate ?? 44100
-    let spec = o.dataFormat ?? {
-        switch type {
-        case kAudioFileM4AType, kAudioFileMPEG4Type, kAudioFileAAC_ADTSType: return "aac"
-        case kAudioFileFLACType: return "flac"
-        case kAudioFileAIFFType, kAudioFileAIFCType: return "BEI16"
-        default: return "LEI16"
-        }
-    }()
+    let spec = o.dataFormat ?? CommandLineFormats.defaultDataFormat(for: type) ?? "LEI16"
     var s: [String: Any] = [AVSampleRateKey: rate, AVNumberOfChannelsKey: o.channels, AVAudioFileTypeKey: Int(type)]
-    if let b = o.bitRate { s[AVEncoderBitRateKey] = b }
-    if let q = o.quality { s[AVEncoderAudioQualityKey] = q }
     if let id = CommandLineFormats.codec(spec) {
         s[AVFormatIDKey] = Int(id)
-    } else if let pcm = CommandLineFormats.pcm(spec, rate: rate, channels: UInt32(o.channels)) {
-        s[AVFormatIDKey] = Int(kAudioFormatLinearPCM)
-        s[AVLinearPCMBitDepthKey] = Int(pcm.mBitsPerChannel)
-        s[AVLinearPCMIsFloatKey] = pcm.mFormatFlags & kAudioFormatFlagIsFloat != 0
-        s[AVLinearPCMIsBigEndianKey] = pcm.mFormatFlags & kAudioFormatFlagIsBigEndian != 0
+    } else if var pcm = CommandLineFormats.pcm(spec, rate: rate, channels: UInt32(o.channels)), let format = AVAudioFormat(streamDescription: &pcm) {
+        s.merge(format.settings) { _, pcmKeys in pcmKeys }  // AVFormatIDKey and the AVLinearPCM… keys
     } else {
         throw ToolFailure("unknown data format '\(spec)' (\(CommandLineFormats.knownDataFormats))")
     }
+    if let b = o.bitRate { s[AVEncoderBitRateKey] = b }
+    if let q = o.quality { s[AVEncoderAudioQualityKey] = q }
     return s
 }
 

@@ -74,15 +74,11 @@ enum PlayerBench {
     /// Makes the files: a 1 kHz tone WAV that starts at full level, and a stereo MP3 of music-like
     /// content (two tones and noise) of `seconds`.
     static func makeFiles(seconds: Double) throws -> (wav: URL, mp3: URL) {
-        guard let ffmpeg = PrivatePulseServer.which("ffmpeg") else { throw BenchError("ffmpeg is needed") }
         let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("openavf-player-bench-\(getpid())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let wav = dir.appendingPathComponent("tone.wav")
         let mp3 = dir.appendingPathComponent("music.mp3")
-        let run = { (arguments: [String]) throws in
-            let code = try ChildProcess(ffmpeg, ["-nostdin", "-loglevel", "error", "-y"] + arguments, environment: ProcessInfo.processInfo.environment).wait()
-            guard code == 0 else { throw BenchError("ffmpeg \(arguments.joined(separator: " ")) failed") }
-        }
+        let run = { (arguments: [String]) throws in _ = try runTool("ffmpeg", ["-nostdin", "-loglevel", "error", "-y"] + arguments, in: dir) }
         try run(["-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*1000*t):s=48000:d=1", "-c:a", "pcm_s16le", wav.path])
         try run([
             "-f", "lavfi", "-i", "aevalsrc=0.3*sin(2*PI*220*t)+0.2*sin(2*PI*330*t)+0.05*(random(0)-0.5)|0.3*sin(2*PI*277*t)+0.2*sin(2*PI*440*t):s=44100:d=\(seconds)",

@@ -25,10 +25,7 @@ final class PlayerDelegateLog: AVAudioPlayerDelegate, @unchecked Sendable {
 /// Files the player tests play, made by ffmpeg (an independent encoder) and sox.
 enum PlayerFixtures {
     static func ffmpeg(_ arguments: [String]) throws {
-        guard let tool = PrivatePulseServer.which("ffmpeg") else { throw PrivatePulseServer.Failure(description: "ffmpeg is not installed") }
-        let p = try ChildProcess(tool, ["-nostdin", "-loglevel", "error", "-y"] + arguments, environment: ProcessInfo.processInfo.environment)
-        let code = p.wait()
-        guard code == 0 else { throw PrivatePulseServer.Failure(description: "ffmpeg \(arguments.joined(separator: " ")) exited with \(code)") }
+        try runTool("ffmpeg", ["-nostdin", "-loglevel", "error", "-y"] + arguments, in: FileManager.default.temporaryDirectory)
     }
 
     /// A sine of `frequency` Hz for `seconds` at `amplitude` (of full scale), mono, 48 kHz.
@@ -188,10 +185,7 @@ final class AVAudioPlayerTests: XCTestCase {
     }
 
     func testAnInterruptionPausesWithoutFinishingAndPlayResumes() throws {
-        let session = AVAudioSession.sharedInstance()
-        try session.setCategory(.playback, mode: .default, options: [])
-        try session.setActive(true)
-        defer { try? session.setActive(false) }
+        try activateSession(.playback, mode: .default)
         let url = dir.appendingPathComponent("long.wav")
         try PlayerFixtures.tone(url, seconds: 5)
         let player = try AVAudioPlayer(contentsOf: url)

@@ -185,6 +185,27 @@ final class TonePlayer: @unchecked Sendable {
     }
 }
 
+extension XCTestCase {
+    /// Activates the shared session as `category` (keeping its mode unless one is given) until the
+    /// test ends.
+    @discardableResult
+    func activateSession(_ category: AVAudioSession.Category, mode: AVAudioSession.Mode? = nil, options: AVAudioSession.CategoryOptions = []) throws -> AVAudioSession {
+        let session = AVAudioSession.sharedInstance()
+        if let mode { try session.setCategory(category, mode: mode, options: options) } else { try session.setCategory(category, options: options) }
+        try session.setActive(true)
+        addTeardownBlock { try? session.setActive(false) }
+        return session
+    }
+
+    /// A ``TonePlayer`` playing until the test ends.
+    func playTone() throws -> TonePlayer {
+        let player = TonePlayer()
+        try player.start()
+        addTeardownBlock { player.stop() }
+        return player
+    }
+}
+
 /// Collects one notification's posts.
 final class NotificationLog: @unchecked Sendable {
     private let lock = NSLock()
@@ -222,9 +243,7 @@ extension AudioSessionServerTests {
         try session.setActive(true)
         defer { try? session.setActive(false) }
         let log = NotificationLog(AVAudioSession.interruptionNotification)
-        let player = TonePlayer()
-        try player.start()
-        defer { player.stop() }
+        let player = try playTone()
         let capture = try SignalCapture(server: server, device: "speaker.monitor")
         try capture.waitFor(frames: 9600, timeout: 5)
         XCTAssertGreaterThan(SignalAnalysis.rmsDB(capture.samples()[0].suffix(4800)), -20, "the tone plays")
@@ -284,14 +303,9 @@ extension AudioSessionServerTests {
     /// it is `.oldDeviceUnavailable` with the headphones as the previous route.
     func testHeadphonesComeAndGo() throws {
         let server = try TestSound.server()
-        let session = AVAudioSession.sharedInstance()
-        try session.setCategory(.playback)
-        try session.setActive(true)
-        defer { try? session.setActive(false) }
+        let session = try activateSession(.playback)
         let log = NotificationLog(AVAudioSession.routeChangeNotification)
-        let player = TonePlayer()
-        try player.start()
-        defer { player.stop() }
+        _ = try playTone()
         let module = try server.pactl(["load-module", "module-null-sink", "sink_name=phones", "sink_properties=device.form_factor=headphone"])
             .trimmingCharacters(in: .whitespacesAndNewlines)
         _ = try server.pactl(["set-default-sink", "phones"])
@@ -316,10 +330,7 @@ extension AudioSessionServerTests {
     /// within 5 s; the old player fails quietly and a new one plays.
     func testMediaServicesLostAndReset() throws {
         let server = try TestSound.server()
-        let session = AVAudioSession.sharedInstance()
-        try session.setCategory(.playback)
-        try session.setActive(true)
-        defer { try? session.setActive(false) }
+        try activateSession(.playback)
         let lost = NotificationLog(AVAudioSession.mediaServicesWereLostNotification)
         let reset = NotificationLog(AVAudioSession.mediaServicesWereResetNotification)
         let old = TonePlayer()
@@ -337,9 +348,7 @@ extension AudioSessionServerTests {
         _ = AudioQueueStart(old.queue!, nil)
         old.stop()
         // A new player plays on the new server.
-        let player = TonePlayer()
-        try player.start()
-        defer { player.stop() }
+        _ = try playTone()
         try assertToneOnSpeaker(server, "a new player plays after the reset")
     }
 }
@@ -528,14 +537,9 @@ extension AudioSessionServerTests {
         guard FileManager.default.isExecutableFile(atPath: peer) else {
             return XCTFail("openavf-sessionpeer is not built beside the tests: run swift build --build-tests")
         }
-        let session = AVAudioSession.sharedInstance()
-        try session.setCategory(.playback)
-        try session.setActive(true)
-        defer { try? session.setActive(false) }
+        try activateSession(.playback)
         let log = NotificationLog(AVAudioSession.interruptionNotification)
-        let player = TonePlayer()
-        try player.start()
-        defer { player.stop() }
+        _ = try playTone()
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("peer-\(getpid()).out").path
         defer { unlink(output) }
         let started = Date()
@@ -563,9 +567,7 @@ extension AudioSessionServerTests {
             try? session.setActive(false)
             try? session.setPreferredIOBufferDuration(0)
         }
-        let player = TonePlayer()
-        try player.start()
-        defer { player.stop() }
+        let player = try playTone()
         // The queue asks for the session's 40 ms (its own buffers are 20 ms); the server grants a
         // part of what is asked as the stream's target (PulseAudio's adjust-latency mode).
         let before = try XCTUnwrap(AudioQueueGetDiagnostics(player.queue!)).grantedBufferDuration
