@@ -24,6 +24,10 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     public static func sharedInstance() -> AVAudioSession { shared }
 
     private let lock = NSLock()
+    /// Serializes route checks (the event thread's and the caller's, as for an override), so that
+    /// each compares against the route the previous one saw and posts in that order. Recursive: an
+    /// observer of the notification may change the route again.
+    private let routeCheck = NSRecursiveLock()
     private var _category: Category = .soloAmbient
     private var _mode: Mode = .default
     private var _options: CategoryOptions = []
@@ -149,6 +153,8 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     /// reason: the previous output gone → `.oldDeviceUnavailable`; an output not seen before →
     /// `.newDeviceAvailable`; otherwise `.routeConfigurationChange`.
     private func checkRoute(reason forced: RouteChangeReason? = nil) {
+        routeCheck.lock()
+        defer { routeCheck.unlock() }
         let route = currentRoute
         let (previous, seen) = locked { (lastRoute, seenOutputs) }
         // A device that went away is new again when it comes back (headphones plugged in twice).
