@@ -15,7 +15,7 @@ package struct HALPlaybackStream: Sendable {
 }
 
 extension PulseBackend {
-    /// Playback streams of other clients (this connection's own are left out).
+    /// Playback streams of other clients (this process's own, all on the audio connection, are left out).
     package func otherPlaybackStreams() -> [HALPlaybackStream] {
         final class Box: @unchecked Sendable {
             let mainloop: OpaquePointer
@@ -26,8 +26,9 @@ extension PulseBackend {
                 self.me = me
             }
         }
+        let me = audio.clientIndex
         return locked {
-            let box = Box(mainloop: mainloop, me: pa_context_get_index(context))
+            let box = Box(mainloop: mainloop, me: me)
             self.await(pa_context_get_sink_input_info_list(context, { _, info, eol, ud in
                 let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
                 if eol == 0, let i = info?.pointee, i.client != box.me {

@@ -5,12 +5,15 @@ import Synchronization
 import Glibc
 #endif
 
-/// The PulseAudio backend: libpulse's asynchronous API on a threaded main loop.
+/// The PulseAudio backend: libpulse's asynchronous API on threaded main loops.
 ///
-/// One connection (`pa_context`) per process. The main loop's thread is *the server thread*: every
-/// stream callback runs there, and those callbacks only move samples between lock-free rings and
-/// the server (see ``HALRenderSource``). PipeWire's pipewire-pulse speaks the same protocol, so
-/// this backend serves PipeWire machines too.
+/// Two connections (``PulseConnection``) per process. The *audio* connection's main-loop thread
+/// is *the server thread*: it carries only streams, every stream callback runs there, and those
+/// callbacks only move samples between lock-free rings and the server (see ``HALRenderSource``).
+/// The *control* connection runs device queries, policy operations and the event subscription on
+/// a thread of its own, so that their replies, which build strings and dictionaries, never run on
+/// the real-time thread. PipeWire's pipewire-pulse speaks the same protocol, so this backend
+/// serves PipeWire machines too.
 ///
 /// The server is the one libpulse finds by its usual rules: `PULSE_SERVER`, then the user's
 /// runtime directory (`$XDG_RUNTIME_DIR/pulse/native`), then X11 properties. Autospawn is off: a
@@ -18,159 +21,64 @@ import Glibc
 package final class PulseBackend: AudioBackend, @unchecked Sendable {
     package let name = "pulse"
     package let events: HALEvents
-    let mainloop: OpaquePointer
-    let context: OpaquePointer
-    /// What the context's callbacks reach: the main loop to signal and the events to raise.
-    private let callbacks: ContextCallbacks
-
-    private final class ContextCallbacks: @unchecked Sendable {
-        let mainloop: OpaquePointer
-        let events: HALEvents
-        /// Set once connected, cleared before our own disconnect: a failure in between is the
-        /// server going away.
-        let connected = Atomic<Bool>(false)
-        init(mainloop: OpaquePointer, events: HALEvents) {
-            self.mainloop = mainloop
-            self.events = events
-        }
-    }
+    /// Streams only; its main-loop thread is the real-time server thread.
+    let audio: PulseConnection
+    /// Introspection, policy and subscriptions.
+    let control: PulseConnection
+    /// The control connection's main loop and context, for the queries below and in extensions.
+    var mainloop: OpaquePointer { control.mainloop }
+    var context: OpaquePointer { control.context }
 
     /// Connects to the server at `server` (a libpulse server string), or the default one.
     package init(server: String? = nil, applicationName: String = ProcessInfo.processInfo.processName) throws(HALError) {
-        guard let ml = pa_threaded_mainloop_new() else {
-            throw HALError(.noServer, "pa_threaded_mainloop_new failed")
-        }
-        let props = pa_proplist_new()
-        pa_proplist_sets(props, "application.name", applicationName)
-        pa_proplist_sets(props, "application.process.binary", applicationName)
-        guard let ctx = pa_context_new_with_proplist(pa_threaded_mainloop_get_api(ml), applicationName, props) else {
-            pa_proplist_free(props)
-            pa_threaded_mainloop_free(ml)
-            throw HALError(.noServer, "pa_context_new failed")
-        }
-        pa_proplist_free(props)
-        mainloop = ml
-        context = ctx
         let events = HALEvents()
         self.events = events
-        let callbacks = ContextCallbacks(mainloop: ml, events: events)
-        self.callbacks = callbacks
-        let box = Unmanaged.passUnretained(callbacks).toOpaque()
-        pa_context_set_state_callback(ctx, { c, userData in
-            let box = Unmanaged<ContextCallbacks>.fromOpaque(userData!).takeUnretainedValue()
-            let state = pa_context_get_state(c)
-            if (state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED) && box.connected.exchange(false, ordering: .relaxed) {
-                box.events.raise(.serverLost)
-            }
-            pa_threaded_mainloop_signal(box.mainloop, 0)
-        }, box)
-
-        if pa_context_connect(ctx, server, PA_CONTEXT_NOAUTOSPAWN, nil) < 0 {
-            let code = pa_context_errno(ctx)
-            shutDown(started: false)
-            throw HALError(.noServer, code: code, "cannot connect to the sound server: \(Self.message(code))")
+        audio = try PulseConnection(server: server, applicationName: applicationName, purpose: "audio", events: events)
+        control = try PulseConnection(server: server, applicationName: applicationName, purpose: "control", events: events)
+        // Device and default changes, for the audio session's routes; playback streams coming and
+        // going, for its view of other sessions. Replies run on the control connection's thread.
+        control.locked {
+            pa_context_set_subscribe_callback(context, { _, type, _, userData in
+                let events = Unmanaged<HALEvents>.fromOpaque(userData!).takeUnretainedValue()
+                let facility = type.rawValue & PA_SUBSCRIPTION_EVENT_FACILITY_MASK.rawValue
+                events.raise(facility == PA_SUBSCRIPTION_EVENT_SINK_INPUT.rawValue ? .streams : .devices)
+            }, Unmanaged.passUnretained(events).toOpaque())
+            let mask =
+                PA_SUBSCRIPTION_MASK_SINK.rawValue | PA_SUBSCRIPTION_MASK_SOURCE.rawValue | PA_SUBSCRIPTION_MASK_SERVER.rawValue
+                | PA_SUBSCRIPTION_MASK_SINK_INPUT.rawValue
+            if let op = pa_context_subscribe(context, pa_subscription_mask_t(rawValue: mask), nil, nil) { pa_operation_unref(op) }
         }
-        pa_threaded_mainloop_lock(ml)
-        pa_threaded_mainloop_start(ml)
-        while true {
-            let state = pa_context_get_state(ctx)
-            if state == PA_CONTEXT_READY { break }
-            if state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED {
-                let code = pa_context_errno(ctx)
-                pa_threaded_mainloop_unlock(ml)
-                shutDown(started: true)
-                throw HALError(.noServer, code: code, "cannot connect to the sound server: \(Self.message(code))")
-            }
-            pa_threaded_mainloop_wait(ml)
-        }
-        callbacks.connected.store(true, ordering: .relaxed)
-        // Device and default changes, for the audio session's routes.
-        pa_context_set_subscribe_callback(ctx, { _, type, _, userData in
-            let events = Unmanaged<ContextCallbacks>.fromOpaque(userData!).takeUnretainedValue().events
-            let facility = type.rawValue & PA_SUBSCRIPTION_EVENT_FACILITY_MASK.rawValue
-            events.raise(facility == PA_SUBSCRIPTION_EVENT_SINK_INPUT.rawValue ? .streams : .devices)
-        }, box)
-        let mask =
-            PA_SUBSCRIPTION_MASK_SINK.rawValue | PA_SUBSCRIPTION_MASK_SOURCE.rawValue | PA_SUBSCRIPTION_MASK_SERVER.rawValue
-            | PA_SUBSCRIPTION_MASK_SINK_INPUT.rawValue
-        if let op = pa_context_subscribe(ctx, pa_subscription_mask_t(rawValue: mask), nil, nil) { pa_operation_unref(op) }
-        pa_threaded_mainloop_unlock(ml)
-        requestRealTimeScheduling()
-    }
-
-    deinit { shutDown(started: true) }
-
-    /// Asks for real-time scheduling of the server thread (SCHED_FIFO), as PulseAudio's own
-    /// clients do through rtkit, so that a busy machine does not starve it. Where the system
-    /// refuses (an unprivileged process without an RLIMIT_RTPRIO allowance), the thread keeps
-    /// normal scheduling.
-    private func requestRealTimeScheduling() {
-        final class Box: @unchecked Sendable { let done = Wakeup() }
-        let box = Box()
-        // Scheduling the one-shot changes the main loop, so it needs the lock; the callback runs
-        // on the server thread without it.
-        pa_threaded_mainloop_lock(mainloop)
-        pa_threaded_mainloop_once_unlocked(mainloop, { _, ud in
+        // Real-time scheduling of the server thread (SCHED_FIFO), as PulseAudio's own clients get
+        // through rtkit, so that a busy machine does not starve it. Where the system refuses (an
+        // unprivileged process without an RLIMIT_RTPRIO allowance), it keeps normal scheduling.
+        audio.onLoopThread {
             var param = sched_param()
             param.sched_priority = 10
             _ = pthread_setschedparam(pthread_self(), Int32(SCHED_FIFO), &param)
-            Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue().done.signal()
-        }, Unmanaged.passUnretained(box).toOpaque())
-        pa_threaded_mainloop_unlock(mainloop)
-        box.done.wait(timeout: 5)
-    }
-
-    /// Set by the first ``shutDown(started:)``: an initializer that fails after setting every
-    /// property shuts down, and then `deinit` runs too; the second call must do nothing.
-    private var isShutDown = false
-
-    private func shutDown(started: Bool) {
-        guard !isShutDown else { return }
-        isShutDown = true
-        callbacks.connected.store(false, ordering: .relaxed)
-        if started { pa_threaded_mainloop_stop(mainloop) }
-        pa_context_set_subscribe_callback(context, nil, nil)
-        pa_context_set_state_callback(context, nil, nil)
-        pa_context_disconnect(context)
-        pa_context_unref(context)
-        pa_threaded_mainloop_free(mainloop)
-    }
-
-    static func message(_ code: Int32) -> String { String(cString: pa_strerror(code)) }
-
-    /// Runs `body` holding the main loop's lock: no callback of this connection runs meanwhile.
-    func locked<T>(_ body: () throws -> T) rethrows -> T {
-        pa_threaded_mainloop_lock(mainloop)
-        defer { pa_threaded_mainloop_unlock(mainloop) }
-        return try body()
-    }
-
-    /// Waits, with the lock held, until `operation` completes; the lock is released while waiting.
-    func await(_ operation: OpaquePointer?) {
-        guard let operation else { return }
-        while pa_operation_get_state(operation) == PA_OPERATION_RUNNING {
-            pa_threaded_mainloop_wait(mainloop)
         }
-        pa_operation_unref(operation)
     }
 
-    /// The server thread (the main loop's thread), for tests that watch what it does. The
-    /// corresponding PulseAudio call is `pa_threaded_mainloop_once_unlocked`.
+    deinit {
+        // The control connection's subscription reaches `events` until it is shut down.
+        control.shutDown()
+        audio.shutDown()
+    }
+
+    static func message(_ code: Int32) -> String { PulseConnection.message(code) }
+
+    /// Runs `body` holding the control connection's lock: none of its callbacks run meanwhile.
+    func locked<T>(_ body: () throws -> T) rethrows -> T { try control.locked(body) }
+
+    /// Waits, with the control connection's lock held, until `operation` completes.
+    func await(_ operation: OpaquePointer?) { control.await(operation) }
+
+    /// The server thread (the audio connection's main-loop thread), for tests that watch what it
+    /// does. The corresponding PulseAudio call is `pa_threaded_mainloop_once_unlocked`.
     package func serverThread() -> UInt {
-        final class Box: @unchecked Sendable {
-            var thread = pthread_t()
-            let done = Wakeup()
-        }
-        let box = Box()
-        pa_threaded_mainloop_lock(mainloop)
-        pa_threaded_mainloop_once_unlocked(mainloop, { _, ud in
-            let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
-            box.thread = pthread_self()
-            box.done.signal()
-        }, Unmanaged.passUnretained(box).toOpaque())
-        pa_threaded_mainloop_unlock(mainloop)
-        box.done.wait(timeout: 5)
-        return UInt(box.thread)
+        final class Found: Sendable { let thread = Atomic<UInt>(0) }
+        let found = Found()
+        audio.onLoopThread { found.thread.store(UInt(pthread_self()), ordering: .releasing) }
+        return found.thread.load(ordering: .acquiring)
     }
 
     // MARK: Devices
@@ -181,7 +89,7 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
         var info: HALDeviceInfo?
         init(_ mainloop: OpaquePointer) { self.mainloop = mainloop }
 
-        /// Called on the server thread by the sink and source callbacks alike.
+        /// Called on the control connection's thread by the sink and source callbacks alike.
         func found(
             _ name: UnsafePointer<CChar>, _ description: UnsafePointer<CChar>?, _ spec: pa_sample_spec, _ proplist: OpaquePointer?,
             port: (name: UnsafePointer<CChar>?, type: UInt32)?
@@ -201,7 +109,7 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
             portName: port?.name.map { String(cString: $0) }, portType: port.flatMap { HALPortType(rawValue: Int($0.type)) })
     }
 
-    /// A property list as a dictionary. Server thread or with the lock held.
+    /// A property list as a dictionary. The control connection's thread, or with its lock held.
     static func properties(_ list: OpaquePointer?) -> [String: String] {
         guard let list else { return [:] }
         var result: [String: String] = [:]

@@ -33,6 +33,11 @@ final class PulseStream: HALStream, @unchecked Sendable {
     /// The render source returned short: it has ended, and the server running dry from here on is
     /// how playback ends, not an underrun. Guarded by the main loop lock.
     private var sourceEnded = false
+    /// The main-loop event through which ``setCorked(_:)`` asks the server thread to prefill.
+    /// Guarded by the main loop lock.
+    private var prefillEvent: OpaquePointer?
+    /// The latest `pa_stream_update_timing_info` of ``refreshTiming()``. Guarded by the main loop lock.
+    private var timingOperation: OpaquePointer?
 
     init(backend: PulseBackend, request: HALStreamRequest, playback: (any HALRenderSource)?, capture: (any HALCaptureSink)?) throws(HALError) {
         self.backend = backend
@@ -72,9 +77,9 @@ final class PulseStream: HALStream, @unchecked Sendable {
         selfReference = me
         let ud = me.toOpaque()
         var failure: HALError?
-        backend.locked {
-            guard let s = pa_stream_new_with_proplist(backend.context, request.name, &spec, &map, props) else {
-                let code = pa_context_errno(backend.context)
+        backend.audio.locked {
+            guard let s = pa_stream_new_with_proplist(backend.audio.context, request.name, &spec, &map, props) else {
+                let code = pa_context_errno(backend.audio.context)
                 failure = HALError(.streamFailed, code: code, "pa_stream_new: \(PulseBackend.message(code))")
                 return
             }
@@ -90,7 +95,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
             }
             pa_stream_set_state_callback(s, { _, ud in
                 let me = Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue()
-                pa_threaded_mainloop_signal(me.backend.mainloop, 0)
+                pa_threaded_mainloop_signal(me.backend.audio.mainloop, 0)
             }, ud)
             let result: Int32
             if isPlayback {
@@ -112,7 +117,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
                 result = pa_stream_connect_record(s, request.device, &attr, pa_stream_flags_t(rawValue: flags))
             }
             if result < 0 {
-                let code = pa_context_errno(backend.context)
+                let code = pa_context_errno(backend.audio.context)
                 failure = HALError(.streamFailed, code: code, "cannot connect the stream: \(PulseBackend.message(code))")
                 return
             }
@@ -120,22 +125,23 @@ final class PulseStream: HALStream, @unchecked Sendable {
                 let state = pa_stream_get_state(s)
                 if state == PA_STREAM_READY { break }
                 if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
-                    let code = pa_context_errno(backend.context)
+                    let code = pa_context_errno(backend.audio.context)
                     failure = HALError(.streamFailed, code: code, "the stream failed: \(PulseBackend.message(code))")
                     return
                 }
-                pa_threaded_mainloop_wait(backend.mainloop)
+                pa_threaded_mainloop_wait(backend.audio.mainloop)
             }
             if let a = pa_stream_get_buffer_attr(s)?.pointee {
                 let granted = isPlayback ? a.tlength : a.fragsize
                 grantedBufferDuration = Double(granted) / Double(frameBytes) / format.sampleRate
             }
+            if isPlayback { makePrefillEvent(ud) }
         }
         if let failure {
             close()
             throw failure
         }
-        let deviceName = backend.locked { pa_stream_get_device_name(stream).map { String(cString: $0) } ?? "" }
+        let deviceName = backend.audio.locked { pa_stream_get_device_name(stream).map { String(cString: $0) } ?? "" }
         if let info = try? (isPlayback ? backend.sinkInfo(deviceName) : backend.sourceInfo(deviceName)) {
             device = info
         }
@@ -195,12 +201,31 @@ final class PulseStream: HALStream, @unchecked Sendable {
         }
     }
 
+    /// Server thread: the prefill ``setCorked(_:)`` asked for. Fills the room the server has, then
+    /// sleeps until asked again.
+    private func prefill() {
+        guard let stream, let api = pa_threaded_mainloop_get_api(backend.audio.mainloop), let event = prefillEvent else { return }
+        api.pointee.defer_enable(event, 0)
+        let writable = pa_stream_writable_size(stream)
+        if writable != Int(bitPattern: UInt(bitPattern: -1)) && writable >= frameBytes { serverWantsData(writable) }
+    }
+
+    /// Creates the (disabled) main-loop event through which control calls ask the server thread to
+    /// prefill. Made once per stream, so that asking allocates nothing. Call with the lock held.
+    private func makePrefillEvent(_ ud: UnsafeMutableRawPointer) {
+        guard let api = pa_threaded_mainloop_get_api(backend.audio.mainloop) else { return }
+        prefillEvent = api.pointee.defer_new(api, { _, _, ud in
+            Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().prefill()
+        }, ud)
+        if let prefillEvent { api.pointee.defer_enable(prefillEvent, 0) }
+    }
+
     // MARK: Control
 
     var xrunCount: Int { xruns.load(ordering: .relaxed) }
 
     func currentTime() -> HALRenderTime? {
-        backend.locked {
+        backend.audio.locked {
             guard let stream else { return nil }
             var usec: pa_usec_t = 0
             guard pa_stream_get_time(stream, &usec) == 0 else { return nil }
@@ -209,55 +234,57 @@ final class PulseStream: HALStream, @unchecked Sendable {
     }
 
     /// The corresponding PulseAudio call is `pa_stream_cork`.
+    ///
+    /// Uncorking a playback stream also fills the room the server has: it asks for data once, and
+    /// room it asked for and did not get (the end of the previous run left it unfilled) is never
+    /// asked for again. The caller does not render: it wakes the server thread, which does.
     func setCorked(_ corked: Bool) {
-        backend.locked {
+        let connection = backend.audio
+        connection.locked {
             guard let stream else { return }
             // Running again: a drain still pending belongs to the previous run.
             if !corked {
                 cancelDrain()
                 sourceEnded = false
             }
-            backend.await(pa_stream_cork(stream, corked ? 1 : 0, { _, _, ud in
-                pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
-            }, UnsafeMutableRawPointer(backend.mainloop)))
-            // The server asks for data once: room it asked for and did not get (the end of the
-            // previous run left it unfilled) is never asked for again, so fill it now. The main
-            // loop lock is held, so this cannot overlap the server thread's write callback.
+            connection.performOnStream { done, ud in pa_stream_cork(stream, corked ? 1 : 0, done, ud) }
             if !corked && playback != nil {
                 // Fresh timing first: the latency the render is stamped with must be today's.
-                if let op = pa_stream_update_timing_info(stream, { _, _, ud in
-                    pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
-                }, UnsafeMutableRawPointer(backend.mainloop)) {
-                    backend.await(op)
+                connection.performOnStream { done, ud in pa_stream_update_timing_info(stream, done, ud) }
+                if let api = pa_threaded_mainloop_get_api(connection.mainloop), let prefillEvent {
+                    api.pointee.defer_enable(prefillEvent, 1)
                 }
-                let writable = pa_stream_writable_size(stream)
-                if writable != Int(bitPattern: UInt(bitPattern: -1)) && writable >= frameBytes { serverWantsData(writable) }
             }
         }
     }
 
     /// The corresponding PulseAudio call is `pa_stream_flush`.
     func flush() {
-        backend.locked {
+        let connection = backend.audio
+        connection.locked {
             guard let stream else { return }
-            backend.await(pa_stream_flush(stream, { _, _, ud in
-                pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
-            }, UnsafeMutableRawPointer(backend.mainloop)))
+            connection.performOnStream { done, ud in pa_stream_flush(stream, done, ud) }
         }
     }
 
-    /// The corresponding PulseAudio call is `pa_stream_update_timing_info`.
+    /// The corresponding PulseAudio call is `pa_stream_update_timing_info`. Does not wait; the
+    /// stream keeps the operation until it is done, so that it is freed here and not on the server
+    /// thread, and asks nothing while one is still on its way.
     func refreshTiming() {
-        backend.locked {
-            guard let stream, let op = pa_stream_update_timing_info(stream, nil, nil) else { return }
-            pa_operation_unref(op)
+        backend.audio.locked {
+            guard let stream else { return }
+            if let op = timingOperation {
+                guard pa_operation_get_state(op) != PA_OPERATION_RUNNING else { return }
+                pa_operation_unref(op)
+            }
+            timingOperation = pa_stream_update_timing_info(stream, nil, nil)
         }
     }
 
     /// The corresponding PulseAudio call is `pa_stream_drain`; completion reaches
     /// ``HALRenderSource/streamDidDrain()`` on the server thread.
     func drain() {
-        backend.locked {
+        backend.audio.locked {
             guard let stream, let ud = selfReference?.toOpaque() else { return }
             cancelDrain()
             drainOperation = pa_stream_drain(stream, { _, success, ud in
@@ -278,18 +305,28 @@ final class PulseStream: HALStream, @unchecked Sendable {
     }
 
     func withCallbacksBlocked<T>(_ body: () throws -> T) rethrows -> T {
-        try backend.locked(body)
+        try backend.audio.locked(body)
     }
 
     func close() {
-        backend.locked {
+        backend.audio.locked {
             cancelDrain()
+            if let op = timingOperation {
+                pa_operation_cancel(op)
+                pa_operation_unref(op)
+                timingOperation = nil
+            }
+            if let event = prefillEvent, let api = pa_threaded_mainloop_get_api(backend.audio.mainloop) {
+                api.pointee.defer_free(event)
+                prefillEvent = nil
+            }
             if let s = stream {
                 pa_stream_set_state_callback(s, nil, nil)
                 pa_stream_set_write_callback(s, nil, nil)
                 pa_stream_set_read_callback(s, nil, nil)
                 pa_stream_set_underflow_callback(s, nil, nil)
                 pa_stream_set_overflow_callback(s, nil, nil)
+                pa_stream_set_event_callback(s, nil, nil)
                 pa_stream_disconnect(s)
                 pa_stream_unref(s)
                 stream = nil

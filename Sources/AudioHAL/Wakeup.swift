@@ -21,6 +21,11 @@ package final class Wakeup: @unchecked Sendable {
     /// Wakes the waiter; real-time safe.
     package func signal() { sem_post(sem) }
 
+    /// Waits until signalled, however long that takes: the waiting thread costs nothing meanwhile.
+    package func wait() {
+        while sem_wait(sem) != 0 && errno == EINTR {}
+    }
+
     /// Waits until signalled or `timeout` seconds pass; returns `true` when signalled.
     @discardableResult
     package func wait(timeout: Double) -> Bool {

@@ -161,8 +161,11 @@ final class AudioQueueObject: @unchecked Sendable {
     // MARK: Callback thread
 
     private func callbackThreadMain() {
+        nameCurrentThread(isOutput ? "AudioQueue output" : "AudioQueue input")
+        // Sleeps until there is work: a finished buffer, a stop's progress, posted work or dispose
+        // all signal the wake-up. Nothing here runs on a timer.
         while alive.load(ordering: .acquiring) {
-            engine.wakeup.wait(timeout: 0.25)
+            engine.wakeup.wait()
             guard alive.load(ordering: .acquiring) else { break }
             if !isOffline.load(ordering: .acquiring) { collectCompletions() }
             let work = inbox.withLock { box in
@@ -216,10 +219,13 @@ final class AudioQueueObject: @unchecked Sendable {
             slot.enqueued = false
             work.append(callbackWork(slot, completed: done))
         }
+        // Fresh timing about once a second while buffers complete (the server's latency drifts);
+        // asked for after the queue's lock is released.
+        var refresh: (any HALStream)?
         let now = hostNow()
         if let stream, now &- lastTimingRefresh > 1_000_000_000 {
             lastTimingRefresh = now
-            stream.refreshTiming()
+            refresh = stream
         }
         if isOutput && stopping {
             if engine.reachedEnd.exchange(false, ordering: .acquiringAndReleasing) {
@@ -230,6 +236,7 @@ final class AudioQueueObject: @unchecked Sendable {
             }
         }
         lock.unlock()
+        refresh?.refreshTiming()
         deliver(work, inline: inline)
         return work.count
     }

@@ -259,6 +259,7 @@ extension AudioSessionHost {
     }
 
     private static func monitorLoop(_ handler: @Sendable (AudioSessionEvent) -> Void) {
+        nameCurrentThread("AVAudioSession events")
         var lost = false
         var backoff = 0.05
         while true {
@@ -272,7 +273,8 @@ extension AudioSessionHost {
                 backoff = 0.05
                 handler(.serverBack)
             }
-            backend.events.wakeup.wait(timeout: 0.5)
+            // Sleeps until the server says something (every event, a loss included, signals).
+            backend.events.wakeup.wait()
             let raised = backend.events.take()
             var event: AudioSessionEvent = []
             if raised.contains(.devices) { event.insert(.devices) }

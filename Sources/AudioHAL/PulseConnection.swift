@@ -1,0 +1,162 @@
+internal import CPulseAudio
+import Synchronization
+
+/// One connection to the PulseAudio server: a `pa_context` on its own threaded main loop.
+///
+/// The backend keeps two (see ``PulseBackend``): the *audio* connection, whose main-loop thread
+/// is the real-time server thread and carries nothing but streams, and the *control* connection,
+/// whose thread runs introspection replies and event subscriptions, which build strings and
+/// dictionaries and so must stay off the real-time thread.
+///
+/// Every `pa_*` call on this connection from another thread holds the main loop's lock
+/// (``locked(_:)``); a caller waiting for an operation releases it while it waits (``await(_:)``).
+final class PulseConnection: @unchecked Sendable {
+    let mainloop: OpaquePointer
+    let context: OpaquePointer
+    /// What the context's state callback reaches: the main loop to signal and the events to raise.
+    private let state: StateCallbacks
+    private var started = false
+    private var isShutDown = false
+
+    private final class StateCallbacks: @unchecked Sendable {
+        let mainloop: OpaquePointer
+        let events: HALEvents
+        /// Set once connected, cleared before our own disconnect: a failure in between is the
+        /// server going away.
+        let connected = Atomic<Bool>(false)
+        init(mainloop: OpaquePointer, events: HALEvents) {
+            self.mainloop = mainloop
+            self.events = events
+        }
+    }
+
+    /// Connects to `server` (a libpulse server string, or `nil` for libpulse's usual rules) and
+    /// waits until the context is ready. A later failure of the connection raises
+    /// ``HALEvents/Kind/serverLost`` on `events`. The corresponding PulseAudio calls are
+    /// `pa_context_new_with_proplist` and `pa_context_connect` (without autospawn).
+    init(server: String?, applicationName: String, purpose: String, events: HALEvents) throws(HALError) {
+        guard let ml = pa_threaded_mainloop_new() else {
+            throw HALError(.noServer, "pa_threaded_mainloop_new failed")
+        }
+        let props = pa_proplist_new()
+        pa_proplist_sets(props, "application.name", applicationName)
+        pa_proplist_sets(props, "application.process.binary", applicationName)
+        // Which of the process's two connections this is, for someone reading `pactl list clients`.
+        pa_proplist_sets(props, "openavf.connection", purpose)
+        guard let ctx = pa_context_new_with_proplist(pa_threaded_mainloop_get_api(ml), applicationName, props) else {
+            pa_proplist_free(props)
+            pa_threaded_mainloop_free(ml)
+            throw HALError(.noServer, "pa_context_new failed")
+        }
+        pa_proplist_free(props)
+        mainloop = ml
+        context = ctx
+        state = StateCallbacks(mainloop: ml, events: events)
+        pa_context_set_state_callback(ctx, { c, userData in
+            let box = Unmanaged<StateCallbacks>.fromOpaque(userData!).takeUnretainedValue()
+            let state = pa_context_get_state(c)
+            if (state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED) && box.connected.exchange(false, ordering: .relaxed) {
+                box.events.raise(.serverLost)
+            }
+            pa_threaded_mainloop_signal(box.mainloop, 0)
+        }, Unmanaged.passUnretained(state).toOpaque())
+
+        if pa_context_connect(ctx, server, PA_CONTEXT_NOAUTOSPAWN, nil) < 0 {
+            let code = pa_context_errno(ctx)
+            shutDown()
+            throw HALError(.noServer, code: code, "cannot connect to the sound server: \(Self.message(code))")
+        }
+        pa_threaded_mainloop_lock(ml)
+        pa_threaded_mainloop_start(ml)
+        started = true
+        while true {
+            let s = pa_context_get_state(ctx)
+            if s == PA_CONTEXT_READY { break }
+            if s == PA_CONTEXT_FAILED || s == PA_CONTEXT_TERMINATED {
+                let code = pa_context_errno(ctx)
+                pa_threaded_mainloop_unlock(ml)
+                shutDown()
+                throw HALError(.noServer, code: code, "cannot connect to the sound server: \(Self.message(code))")
+            }
+            pa_threaded_mainloop_wait(ml)
+        }
+        state.connected.store(true, ordering: .relaxed)
+        pa_threaded_mainloop_unlock(ml)
+    }
+
+    deinit { shutDown() }
+
+    /// Disconnects and stops the main loop; the second call does nothing.
+    func shutDown() {
+        guard !isShutDown else { return }
+        isShutDown = true
+        state.connected.store(false, ordering: .relaxed)
+        if started { pa_threaded_mainloop_stop(mainloop) }
+        pa_context_set_subscribe_callback(context, nil, nil)
+        pa_context_set_state_callback(context, nil, nil)
+        pa_context_disconnect(context)
+        pa_context_unref(context)
+        pa_threaded_mainloop_free(mainloop)
+    }
+
+    static func message(_ code: Int32) -> String { String(cString: pa_strerror(code)) }
+
+    /// The server's index of this connection's client (`pa_context_get_index`).
+    var clientIndex: UInt32 { locked { pa_context_get_index(context) } }
+
+    /// Runs `body` holding the main loop's lock: no callback of this connection runs meanwhile.
+    func locked<T>(_ body: () throws -> T) rethrows -> T {
+        pa_threaded_mainloop_lock(mainloop)
+        defer { pa_threaded_mainloop_unlock(mainloop) }
+        return try body()
+    }
+
+    /// Waits, with the lock held, until `operation` completes; the lock is released while waiting.
+    /// The operation's callback must signal the main loop (``wakeCaller``, ``wakeStreamCaller``, or
+    /// `pa_threaded_mainloop_signal` itself). The caller drops the last reference, so the
+    /// operation is freed on the caller's thread, not the main loop's.
+    func await(_ operation: OpaquePointer?) {
+        guard let operation else { return }
+        while pa_operation_get_state(operation) == PA_OPERATION_RUNNING {
+            pa_threaded_mainloop_wait(mainloop)
+        }
+        pa_operation_unref(operation)
+    }
+
+    /// Issues an operation whose completion only has to wake the caller, and waits for it:
+    /// `start` gets ``wakeCaller`` and the user data it needs. Call with the lock held.
+    func perform(_ start: (pa_context_success_cb_t, UnsafeMutableRawPointer) -> OpaquePointer?) {
+        self.await(start(wakeCaller, UnsafeMutableRawPointer(mainloop)))
+    }
+
+    /// ``perform(_:)`` for stream operations (`pa_stream_cork`, `pa_stream_flush`…).
+    func performOnStream(_ start: (pa_stream_success_cb_t, UnsafeMutableRawPointer) -> OpaquePointer?) {
+        self.await(start(wakeStreamCaller, UnsafeMutableRawPointer(mainloop)))
+    }
+
+    /// Runs `body` once on the main loop's thread, without the lock, and waits for it (5 s at
+    /// most). The corresponding PulseAudio call is `pa_threaded_mainloop_once_unlocked`.
+    func onLoopThread(_ body: @escaping @Sendable () -> Void) {
+        final class Box: @unchecked Sendable {
+            let body: @Sendable () -> Void
+            let done = Wakeup()
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        let box = Box(body)
+        let ud = Unmanaged.passRetained(box)
+        locked {
+            pa_threaded_mainloop_once_unlocked(mainloop, { _, ud in
+                let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
+                box.body()
+                box.done.signal()
+            }, ud.toOpaque())
+        }
+        // The box outlives a wait that times out: the callback may still run.
+        if box.done.wait(timeout: 5) { ud.release() }
+    }
+}
+
+/// An operation's completion that only wakes the caller waiting in ``PulseConnection/await(_:)``;
+/// the user data is the main loop.
+private let wakeCaller: pa_context_success_cb_t = { _, _, ud in pa_threaded_mainloop_signal(OpaquePointer(ud), 0) }
+private let wakeStreamCaller: pa_stream_success_cb_t = { _, _, ud in pa_threaded_mainloop_signal(OpaquePointer(ud), 0) }
