@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "afrecord", targets: ["afrecord"]),
         .executable(name: "openavf-bench", targets: ["openavf-bench"]),
         .executable(name: "openavf-demo", targets: ["openavf-demo"]),
+        .executable(name: "openavf-rtcheck", targets: ["openavf-rtcheck"]),
     ],
     targets: [
         // C bridges: module map + shim header, no logic.
@@ -70,16 +71,19 @@ let package = Package(
         .executableTarget(name: "openavf-sessionpeer", dependencies: ["AVFAudio"], swiftSettings: strict),
         // The file readers' fuzzer: a mutating driver, or libFuzzer's target (Scripts/fuzz).
         .executableTarget(name: "openavf-fuzz", dependencies: ["AudioToolbox"], swiftSettings: strict),
+        // Counts allocations and frees on the real-time thread while the API does everything.
+        .executableTarget(
+            name: "openavf-rtcheck", dependencies: ["AVFAudio", "AudioHAL", "AudioTestSupport", "CAllocCounter"], swiftSettings: strict),
         .executableTarget(name: "openavf-bench", dependencies: ["AVFAudio", "AudioTestSupport"], swiftSettings: strict),
         .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
 
         .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),
-        .testTarget(name: "AudioHALTests", dependencies: ["AudioHAL", "CAllocCounter", "AudioTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AudioHALTests", dependencies: ["AudioHAL", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(name: "AVFAudioTests", dependencies: ["AVFAudio", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(name: "AudioFileTests", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "AudioToolboxTests",
-            dependencies: ["AudioToolbox", "AudioHAL", "AudioTestSupport", "CAllocCounter"],
+            dependencies: ["AudioToolbox", "AudioHAL", "AudioTestSupport"],
             swiftSettings: strict
         ),
     ],

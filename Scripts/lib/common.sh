@@ -17,6 +17,7 @@ OPENAVF_PACKAGES=(
     sox               # a second independent reader/writer for interoperability tests
     libsox-fmt-all    # sox: CAF (via libsndfile), MP3 and the other formats
     espeak-ng         # speech files written by a third program
+    time              # /usr/bin/time: the benchmark's per-process peak memory
 )
 
 ensure_packages() {

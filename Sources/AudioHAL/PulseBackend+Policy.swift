@@ -15,23 +15,23 @@ package struct HALPlaybackStream: Sendable {
 }
 
 extension PulseBackend {
-    /// Playback streams of other clients (this process's own, all on the audio connection, are left out).
+    /// Playback streams of other clients (this process's own, on either connection, are left out).
     package func otherPlaybackStreams() -> [HALPlaybackStream] {
         final class Box: @unchecked Sendable {
             let mainloop: OpaquePointer
-            let me: UInt32
+            let mine: (UInt32, UInt32)
             var streams: [HALPlaybackStream] = []
-            init(mainloop: OpaquePointer, me: UInt32) {
+            init(mainloop: OpaquePointer, mine: (UInt32, UInt32)) {
                 self.mainloop = mainloop
-                self.me = me
+                self.mine = mine
             }
         }
-        let me = audio.clientIndex
+        let mine = (audio.clientIndex, control.clientIndex)
         return locked {
-            let box = Box(mainloop: mainloop, me: me)
+            let box = Box(mainloop: mainloop, mine: mine)
             self.await(pa_context_get_sink_input_info_list(context, { _, info, eol, ud in
                 let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
-                if eol == 0, let i = info?.pointee, i.client != box.me {
+                if eol == 0, let i = info?.pointee, i.client != box.mine.0, i.client != box.mine.1 {
                     let properties = PulseBackend.properties(i.proplist)
                     var volume = i.volume
                     box.streams.append(HALPlaybackStream(

@@ -13,6 +13,10 @@ import Synchronization
 final class PulseConnection: @unchecked Sendable {
     let mainloop: OpaquePointer
     let context: OpaquePointer
+    /// The main-loop vtable the context runs on: the threaded main loop's, with pooled time and
+    /// deferred events (``PulseEventPool``), so that this connection's thread frees nothing.
+    private let pool: PulseEventPool
+    var api: UnsafeMutablePointer<pa_mainloop_api> { pool.api }
     /// What the context's state callback reaches: the main loop to signal and the events to raise.
     private let state: StateCallbacks
     private var started = false
@@ -43,12 +47,15 @@ final class PulseConnection: @unchecked Sendable {
         pa_proplist_sets(props, "application.process.binary", applicationName)
         // Which of the process's two connections this is, for someone reading `pactl list clients`.
         pa_proplist_sets(props, "openavf.connection", purpose)
-        guard let ctx = pa_context_new_with_proplist(pa_threaded_mainloop_get_api(ml), applicationName, props) else {
+        let pool = PulseEventPool(inner: pa_threaded_mainloop_get_api(ml))
+        guard let ctx = pa_context_new_with_proplist(pool.api, applicationName, props) else {
             pa_proplist_free(props)
             pa_threaded_mainloop_free(ml)
+            pool.release()
             throw HALError(.noServer, "pa_context_new failed")
         }
         pa_proplist_free(props)
+        self.pool = pool
         mainloop = ml
         context = ctx
         state = StateCallbacks(mainloop: ml, events: events)
@@ -97,6 +104,7 @@ final class PulseConnection: @unchecked Sendable {
         pa_context_disconnect(context)
         pa_context_unref(context)
         pa_threaded_mainloop_free(mainloop)
+        pool.release()
     }
 
     static func message(_ code: Int32) -> String { String(cString: pa_strerror(code)) }
@@ -134,8 +142,8 @@ final class PulseConnection: @unchecked Sendable {
         self.await(start(wakeStreamCaller, UnsafeMutableRawPointer(mainloop)))
     }
 
-    /// Runs `body` once on the main loop's thread, without the lock, and waits for it (5 s at
-    /// most). The corresponding PulseAudio call is `pa_threaded_mainloop_once_unlocked`.
+    /// Runs `body` once on the main loop's thread (with the lock, as every callback there) and
+    /// waits for it (5 s at most). Made of a pooled deferred event, so that nothing is freed there.
     func onLoopThread(_ body: @escaping @Sendable () -> Void) {
         final class Box: @unchecked Sendable {
             let body: @Sendable () -> Void
@@ -145,7 +153,8 @@ final class PulseConnection: @unchecked Sendable {
         let box = Box(body)
         let ud = Unmanaged.passRetained(box)
         locked {
-            pa_threaded_mainloop_once_unlocked(mainloop, { _, ud in
+            _ = api.pointee.defer_new(api, { a, event, ud in
+                a!.pointee.defer_free(event)
                 let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
                 box.body()
                 box.done.signal()

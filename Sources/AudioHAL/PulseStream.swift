@@ -11,6 +11,11 @@ import Glibc
 /// (`pa_stream_begin_write` hands out the server's own memory, written in place).
 final class PulseStream: HALStream, @unchecked Sendable {
     let backend: PulseBackend
+    /// The connection the stream lives on: the audio connection (the real-time server thread),
+    /// except for the audio session's policy stream, which never plays and only hears the
+    /// server's cork requests: libpulse allocates to parse those, so it lives on the control
+    /// connection.
+    let connection: PulseConnection
     let format: HALStreamFormat
     private(set) var device: HALDeviceInfo
     private var stream: OpaquePointer?
@@ -41,6 +46,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
 
     init(backend: PulseBackend, request: HALStreamRequest, playback: (any HALRenderSource)?, capture: (any HALCaptureSink)?) throws(HALError) {
         self.backend = backend
+        self.connection = request.reportsPolicyEvents ? backend.control : backend.audio
         self.format = request.format
         self.playback = playback
         self.capture = capture
@@ -77,9 +83,9 @@ final class PulseStream: HALStream, @unchecked Sendable {
         selfReference = me
         let ud = me.toOpaque()
         var failure: HALError?
-        backend.audio.locked {
-            guard let s = pa_stream_new_with_proplist(backend.audio.context, request.name, &spec, &map, props) else {
-                let code = pa_context_errno(backend.audio.context)
+        connection.locked {
+            guard let s = pa_stream_new_with_proplist(connection.context, request.name, &spec, &map, props) else {
+                let code = pa_context_errno(connection.context)
                 failure = HALError(.streamFailed, code: code, "pa_stream_new: \(PulseBackend.message(code))")
                 return
             }
@@ -95,7 +101,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
             }
             pa_stream_set_state_callback(s, { _, ud in
                 let me = Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue()
-                pa_threaded_mainloop_signal(me.backend.audio.mainloop, 0)
+                pa_threaded_mainloop_signal(me.connection.mainloop, 0)
             }, ud)
             let result: Int32
             if isPlayback {
@@ -117,7 +123,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
                 result = pa_stream_connect_record(s, request.device, &attr, pa_stream_flags_t(rawValue: flags))
             }
             if result < 0 {
-                let code = pa_context_errno(backend.audio.context)
+                let code = pa_context_errno(connection.context)
                 failure = HALError(.streamFailed, code: code, "cannot connect the stream: \(PulseBackend.message(code))")
                 return
             }
@@ -125,11 +131,11 @@ final class PulseStream: HALStream, @unchecked Sendable {
                 let state = pa_stream_get_state(s)
                 if state == PA_STREAM_READY { break }
                 if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
-                    let code = pa_context_errno(backend.audio.context)
+                    let code = pa_context_errno(connection.context)
                     failure = HALError(.streamFailed, code: code, "the stream failed: \(PulseBackend.message(code))")
                     return
                 }
-                pa_threaded_mainloop_wait(backend.audio.mainloop)
+                pa_threaded_mainloop_wait(connection.mainloop)
             }
             if let a = pa_stream_get_buffer_attr(s)?.pointee {
                 let granted = isPlayback ? a.tlength : a.fragsize
@@ -141,7 +147,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
             close()
             throw failure
         }
-        let deviceName = backend.audio.locked { pa_stream_get_device_name(stream).map { String(cString: $0) } ?? "" }
+        let deviceName = connection.locked { pa_stream_get_device_name(stream).map { String(cString: $0) } ?? "" }
         if let info = try? (isPlayback ? backend.sinkInfo(deviceName) : backend.sourceInfo(deviceName)) {
             device = info
         }
@@ -204,7 +210,8 @@ final class PulseStream: HALStream, @unchecked Sendable {
     /// Server thread: the prefill ``setCorked(_:)`` asked for. Fills the room the server has, then
     /// sleeps until asked again.
     private func prefill() {
-        guard let stream, let api = pa_threaded_mainloop_get_api(backend.audio.mainloop), let event = prefillEvent else { return }
+        guard let stream, let event = prefillEvent else { return }
+        let api = connection.api
         api.pointee.defer_enable(event, 0)
         let writable = pa_stream_writable_size(stream)
         if writable != Int(bitPattern: UInt(bitPattern: -1)) && writable >= frameBytes { serverWantsData(writable) }
@@ -213,7 +220,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
     /// Creates the (disabled) main-loop event through which control calls ask the server thread to
     /// prefill. Made once per stream, so that asking allocates nothing. Call with the lock held.
     private func makePrefillEvent(_ ud: UnsafeMutableRawPointer) {
-        guard let api = pa_threaded_mainloop_get_api(backend.audio.mainloop) else { return }
+        let api = connection.api
         prefillEvent = api.pointee.defer_new(api, { _, _, ud in
             Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().prefill()
         }, ud)
@@ -225,7 +232,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
     var xrunCount: Int { xruns.load(ordering: .relaxed) }
 
     func currentTime() -> HALRenderTime? {
-        backend.audio.locked {
+        connection.locked {
             guard let stream else { return nil }
             var usec: pa_usec_t = 0
             guard pa_stream_get_time(stream, &usec) == 0 else { return nil }
@@ -239,7 +246,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
     /// room it asked for and did not get (the end of the previous run left it unfilled) is never
     /// asked for again. The caller does not render: it wakes the server thread, which does.
     func setCorked(_ corked: Bool) {
-        let connection = backend.audio
+        let connection = connection
         connection.locked {
             guard let stream else { return }
             // Running again: a drain still pending belongs to the previous run.
@@ -251,16 +258,14 @@ final class PulseStream: HALStream, @unchecked Sendable {
             if !corked && playback != nil {
                 // Fresh timing first: the latency the render is stamped with must be today's.
                 connection.performOnStream { done, ud in pa_stream_update_timing_info(stream, done, ud) }
-                if let api = pa_threaded_mainloop_get_api(connection.mainloop), let prefillEvent {
-                    api.pointee.defer_enable(prefillEvent, 1)
-                }
+                if let prefillEvent { connection.api.pointee.defer_enable(prefillEvent, 1) }
             }
         }
     }
 
     /// The corresponding PulseAudio call is `pa_stream_flush`.
     func flush() {
-        let connection = backend.audio
+        let connection = connection
         connection.locked {
             guard let stream else { return }
             connection.performOnStream { done, ud in pa_stream_flush(stream, done, ud) }
@@ -271,7 +276,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
     /// stream keeps the operation until it is done, so that it is freed here and not on the server
     /// thread, and asks nothing while one is still on its way.
     func refreshTiming() {
-        backend.audio.locked {
+        connection.locked {
             guard let stream else { return }
             if let op = timingOperation {
                 guard pa_operation_get_state(op) != PA_OPERATION_RUNNING else { return }
@@ -284,7 +289,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
     /// The corresponding PulseAudio call is `pa_stream_drain`; completion reaches
     /// ``HALRenderSource/streamDidDrain()`` on the server thread.
     func drain() {
-        backend.audio.locked {
+        connection.locked {
             guard let stream, let ud = selfReference?.toOpaque() else { return }
             cancelDrain()
             drainOperation = pa_stream_drain(stream, { _, success, ud in
@@ -305,19 +310,19 @@ final class PulseStream: HALStream, @unchecked Sendable {
     }
 
     func withCallbacksBlocked<T>(_ body: () throws -> T) rethrows -> T {
-        try backend.audio.locked(body)
+        try connection.locked(body)
     }
 
     func close() {
-        backend.audio.locked {
+        connection.locked {
             cancelDrain()
             if let op = timingOperation {
                 pa_operation_cancel(op)
                 pa_operation_unref(op)
                 timingOperation = nil
             }
-            if let event = prefillEvent, let api = pa_threaded_mainloop_get_api(backend.audio.mainloop) {
-                api.pointee.defer_free(event)
+            if let event = prefillEvent {
+                connection.api.pointee.defer_free(event)
                 prefillEvent = nil
             }
             if let s = stream {

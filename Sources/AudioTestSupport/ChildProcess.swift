@@ -84,18 +84,27 @@ public final class ChildProcess: @unchecked Sendable {
         return true
     }
 
-    /// Waits for the child to exit; returns its exit code and its peak resident memory in KiB
-    /// (`ru_maxrss` from `wait4`). Only for a child not yet reaped.
-    public func waitWithPeakMemory() -> (code: Int32, peakKiB: Int) {
-        lock.lock()
-        var usage = rusage()
-        if status == nil {
-            var s: Int32 = 0
-            while wait4(pid, &s, 0, &usage) < 0 && errno == EINTR {}
-            status = s
+    /// Runs `path` to the end and returns its exit code and its own peak resident memory in KiB.
+    ///
+    /// The figure is `/usr/bin/time`'s (`%M`, the tool's `ru_maxrss` as `time` reaps it). It cannot
+    /// come from this process's own `wait4`: Linux carries the spawning process's peak over into
+    /// the child's at `exec`, so every child of a large process would report at least that
+    /// process's size. `time` is small and forks the tool itself, so the figure is the tool's.
+    public static func runMeasuringPeakMemory(
+        _ path: String, _ arguments: [String], environment: [String: String], scratch: String
+    ) throws -> (code: Int32, peakKiB: Int) {
+        let time = "/usr/bin/time"
+        guard FileManager.default.isExecutableFile(atPath: time) else { throw Failure(description: "\(time) is not installed (Debian's time)") }
+        let report = scratch + ".peak"
+        defer { unlink(report) }
+        let child = try ChildProcess(time, ["-f", "%M", "-o", report, path] + arguments, environment: environment)
+        let code = child.wait()
+        let text = (try? String(contentsOfFile: report, encoding: .utf8)) ?? ""
+        // `time` writes "Command exited with non-zero status N" before the figure on failure.
+        guard let peak = text.split(separator: "\n").last.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) else {
+            throw Failure(description: "\(time) reported no peak memory for \(path): \(text)")
         }
-        lock.unlock()
-        return (wait(), Int(usage.ru_maxrss))
+        return (code, peak)
     }
 
     /// Waits for the child to exit and returns its exit code (128 + signal when killed).

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <errno.h>
 #include <string.h>
+#include <execinfo.h>
+#include <link.h>
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -16,42 +18,124 @@ extern void __libc_free(void *);
 static _Atomic(int) watching = 0;
 static _Atomic(pthread_t) watched;
 static _Atomic(int64_t) counted = 0;
+static _Atomic(int64_t) freed = 0;
 static _Atomic(int) seen = 0;
 
 #define OPENAVF_CALLERS 16
-static void *callers[OPENAVF_CALLERS];
+#define OPENAVF_DEPTH 8
+static void *callers[OPENAVF_CALLERS][OPENAVF_DEPTH];
+
+static _Atomic(int) caller_slots = 0;
+
+// Where libpulse's code lies (its executable segments), so that calls made by libpulse itself
+// (pa_xmalloc, pa_xfree…) can be told from the project's. Found when watching begins.
+#define OPENAVF_RANGES 8
+static uintptr_t range_start[OPENAVF_RANGES], range_end[OPENAVF_RANGES];
+static _Atomic(int) range_count = 0;
+static _Atomic(int64_t) counted_libpulse = 0;
+static _Atomic(int64_t) freed_libpulse = 0;
+
+static int find_libpulse(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, "libpulse")) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+        int n = atomic_load(&range_count);
+        if (n >= OPENAVF_RANGES) return 1;
+        range_start[n] = info->dlpi_addr + ph->p_vaddr;
+        range_end[n] = range_start[n] + ph->p_memsz;
+        atomic_store(&range_count, n + 1);
+    }
+    return 0;
+}
+
+static inline int in_libpulse(void *address) {
+    uintptr_t a = (uintptr_t)address;
+    int n = atomic_load_explicit(&range_count, memory_order_relaxed);
+    for (int i = 0; i < n; i++)
+        if (a >= range_start[i] && a < range_end[i]) return 1;
+    return 0;
+}
+
+static inline int on_watched_thread(void) {
+    return atomic_load_explicit(&watching, memory_order_relaxed) &&
+           pthread_equal(pthread_self(), atomic_load_explicit(&watched, memory_order_relaxed));
+}
+
+// The first calls' stacks, for saying who allocated. backtrace() was called once when watching
+// began, so that its own first-call setup (loading libgcc_s) does not happen in here.
+static inline void remember(void *caller) {
+    int slot = atomic_fetch_add_explicit(&caller_slots, 1, memory_order_relaxed);
+    if (slot >= OPENAVF_CALLERS) return;
+    void *frames[OPENAVF_DEPTH + 2];
+    int n = backtrace(frames, OPENAVF_DEPTH + 2);
+    // Skip remember and the hook itself; keep the caller first.
+    callers[slot][0] = caller;
+    for (int i = 1; i < OPENAVF_DEPTH; i++) callers[slot][i] = (i + 2 < n) ? frames[i + 2] : NULL;
+}
 
 #define note() note_from(__builtin_return_address(0))
 static inline void note_from(void *caller) {
     atomic_store_explicit(&seen, 1, memory_order_relaxed);
-    if (atomic_load_explicit(&watching, memory_order_relaxed) &&
-        pthread_equal(pthread_self(), atomic_load_explicit(&watched, memory_order_relaxed))) {
-        int64_t n = atomic_fetch_add_explicit(&counted, 1, memory_order_relaxed);
-        if (n < OPENAVF_CALLERS) callers[n] = caller;
+    if (on_watched_thread()) {
+        atomic_fetch_add_explicit(&counted, 1, memory_order_relaxed);
+        if (in_libpulse(caller)) atomic_fetch_add_explicit(&counted_libpulse, 1, memory_order_relaxed);
+        remember(caller);
+    }
+}
+
+#define note_free(p) note_free_from(p, __builtin_return_address(0))
+static inline void note_free_from(void *p, void *caller) {
+    // free(NULL) does nothing, in C as here.
+    if (p && on_watched_thread()) {
+        atomic_fetch_add_explicit(&freed, 1, memory_order_relaxed);
+        if (in_libpulse(caller)) atomic_fetch_add_explicit(&freed_libpulse, 1, memory_order_relaxed);
+        remember(caller);
     }
 }
 
 int openavf_alloc_callers(void **out, int max) {
-    int64_t n = atomic_load(&counted);
-    int count = (int)(n < OPENAVF_CALLERS ? n : OPENAVF_CALLERS);
+    int n = atomic_load(&caller_slots);
+    int count = n < OPENAVF_CALLERS ? n : OPENAVF_CALLERS;
     if (count > max) count = max;
-    for (int i = 0; i < count; i++) out[i] = callers[i];
+    for (int i = 0; i < count; i++) out[i] = callers[i][0];
+    return count;
+}
+
+int openavf_alloc_stack(int index, void **out, int max) {
+    int n = atomic_load(&caller_slots);
+    if (index < 0 || index >= n || index >= OPENAVF_CALLERS) return 0;
+    int count = 0;
+    for (int i = 0; i < OPENAVF_DEPTH && i < max && callers[index][i]; i++) out[count++] = callers[index][i];
     return count;
 }
 
 void openavf_alloc_watch_thread(pthread_t thread) {
+    void *warm[2];
+    backtrace(warm, 2);
+    if (atomic_load(&range_count) == 0) dl_iterate_phdr(find_libpulse, NULL);
+    atomic_store(&counted_libpulse, 0);
+    atomic_store(&freed_libpulse, 0);
     atomic_store(&watched, thread);
     atomic_store(&counted, 0);
+    atomic_store(&freed, 0);
+    atomic_store(&caller_slots, 0);
     atomic_store(&watching, 1);
 }
 void openavf_alloc_unwatch(void) { atomic_store(&watching, 0); }
 int64_t openavf_alloc_count(void) { return atomic_load(&counted); }
+int64_t openavf_free_count(void) { return atomic_load(&freed); }
+int64_t openavf_alloc_count_in_libpulse(void) { return atomic_load(&counted_libpulse); }
+int64_t openavf_free_count_in_libpulse(void) { return atomic_load(&freed_libpulse); }
 int openavf_alloc_counter_active(void) { return atomic_load(&seen); }
 
 void *malloc(size_t size) { note(); return __libc_malloc(size); }
 void *calloc(size_t n, size_t size) { note(); return __libc_calloc(n, size); }
+// realloc may allocate, move or free: counted as an allocation.
 void *realloc(void *p, size_t size) { note(); return __libc_realloc(p, size); }
-void free(void *p) { __libc_free(p); }
+void free(void *p) { note_free(p); __libc_free(p); }
 void *memalign(size_t alignment, size_t size) { note(); return __libc_memalign(alignment, size); }
 void *aligned_alloc(size_t alignment, size_t size) { note(); return __libc_memalign(alignment, size); }
 int posix_memalign(void **out, size_t alignment, size_t size) {

@@ -2,7 +2,8 @@ import AudioTestSupport
 import Foundation
 
 /// afconvert beside ffmpeg doing the same conversion in the same run: throughput (wall time of
-/// the whole command, best of several) and peak resident memory.
+/// the whole command, best of several) and peak resident memory of each tool's own process
+/// (through `/usr/bin/time`; see ``ChildProcess/runMeasuringPeakMemory(_:_:environment:scratch:)``).
 enum ConvertBench {
     struct Failed: Error, CustomStringConvertible {
         let description: String
@@ -27,8 +28,8 @@ enum ConvertBench {
         var peak = 0
         for _ in 0..<repeats {
             let start = Date()
-            let child = try ChildProcess(path, arguments, environment: ["PATH": "/usr/bin:/bin"], stderr: .null)
-            let result = child.waitWithPeakMemory()
+            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("openavf-bench-\(getpid())").path
+            let result = try ChildProcess.runMeasuringPeakMemory(path, arguments, environment: ["PATH": "/usr/bin:/bin"], scratch: scratch)
             let elapsed = Date().timeIntervalSince(start)
             guard result.code == 0 else { throw Failed(description: "\(path) \(arguments.joined(separator: " ")) exited with \(result.code)") }
             best = min(best, elapsed)
@@ -62,7 +63,7 @@ enum ConvertBench {
             Job(name: "AAC M4A → WAV", ffmpeg: ["-v", "error", "-y", "-i", aac, "-c:a", "pcm_s16le", dir.appendingPathComponent("a.wav").path],
                 ours: ["-f", "WAVE", "-d", "LEI16", aac, dir.appendingPathComponent("b.wav").path]),
         ]
-        say("  conversion               afconvert s   ffmpeg s   speed ratio (target ≥ 0.9)   afconvert MiB   ffmpeg MiB   memory ratio (target ≤ 1.5)")
+        say("  conversion               afconvert s   ffmpeg s   speed ratio (target ≥ 1; AAC→WAV ≥ 0.95)   afconvert MiB   ffmpeg MiB   memory ratio (target ≤ 1)")
         var failures: [String] = []
         for job in jobs {
             let theirs = try run(ffmpeg, job.ffmpeg, repeats: repeats)
@@ -70,7 +71,7 @@ enum ConvertBench {
             let speed = theirs.seconds / ours.seconds
             let memory = Double(ours.peakKiB) / Double(max(theirs.peakKiB, 1))
             let name = job.name.padding(toLength: 24, withPad: " ", startingAt: 0)
-            say("  " + name + String(format: " %11.2f   %8.2f   %26.2f   %13.1f   %10.1f   %27.2f", ours.seconds, theirs.seconds, speed,
+            say("  " + name + String(format: " %11.2f   %8.2f   %39.2f   %13.1f   %10.1f   %25.2f", ours.seconds, theirs.seconds, speed,
                                      Double(ours.peakKiB) / 1024, Double(theirs.peakKiB) / 1024, memory))
             if ours.seconds <= 0 { failures.append("\(job.name): no time measured") }
         }

@@ -1,4 +1,4 @@
-// Counts heap allocations made by one chosen thread, for tests that hold the server thread's
+// Counts heap allocations and frees made by one chosen thread, for tests that hold the server thread's
 // allocation count at zero (in the spirit of swift-nio's allocation-counter tests).
 //
 // Linking this target into a test binary replaces malloc and friends for the whole process with
@@ -13,10 +13,18 @@
 void openavf_alloc_watch_thread(pthread_t thread);
 /// Stop watching.
 void openavf_alloc_unwatch(void);
-/// Allocations (malloc, calloc, realloc, memalign family) by the watched thread since watching began.
+/// Allocations (malloc, calloc, realloc, memalign, posix_memalign, aligned_alloc) by the watched
+/// thread since watching began.
 int64_t openavf_alloc_count(void);
-/// The return addresses of the first (up to 16) counted allocations: who called malloc.
+/// Frees (of non-NULL pointers) by the watched thread since watching began.
+int64_t openavf_free_count(void);
+/// Of those, the ones called from libpulse's own code (its protocol handlers, say).
+int64_t openavf_alloc_count_in_libpulse(void);
+int64_t openavf_free_count_in_libpulse(void);
+/// The return addresses of the first (up to 16) counted allocations and frees: who called them.
 int openavf_alloc_callers(void **out, int max);
+/// The stack (up to `max` return addresses, innermost first) of counted call `index`.
+int openavf_alloc_stack(int index, void **out, int max);
 /// Writes "symbol+offset (library)" for a code address into `buffer`.
 int openavf_alloc_describe(void *address, char *buffer, int length);
 /// 1 when this binary's malloc is the counting one (the interposition took effect).

@@ -1,0 +1,488 @@
+// openavf-rtcheck: counts heap allocations and frees on the real-time server thread while the
+// public API does everything an app does with it, on the project's private PulseAudio server.
+//
+//   openavf-rtcheck [scenario…]     all scenarios when none is named; exit 1 if any count is not 0
+//
+// CAllocCounter replaces malloc and free for this process and counts the calls made on one
+// watched thread: the audio connection's main-loop thread, the only real-time thread there is
+// (introspection and subscriptions run on the control connection's own thread). Each scenario's
+// streams are opened before its window (opening a stream is setup, not rendering); the window
+// runs from the first render of a run to its end: starts, parameter changes, pauses, stops,
+// resets, drains, a player's loops and seeks, and a session's interruption and route changes.
+// The test suite runs the debug build (ServerThreadAllocationTests); Scripts/test runs the
+// release build.
+import AVFAudio
+import AudioHAL
+import AudioTestSupport
+import AudioToolbox
+import CAllocCounter
+import Foundation
+
+struct Failure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Waits for `condition` for at most `timeout` seconds, checking every 5 ms.
+func wait(_ what: String, timeout: Double = 5, _ condition: () -> Bool) throws {
+    guard waitUntil(timeout: timeout, condition) else { throw Failure("timed out waiting for \(what)") }
+}
+
+/// A pause of `seconds` in which the audio side works on its own.
+func hold(_ seconds: Double) { _ = DispatchSemaphore(value: 0).wait(timeout: .now() + seconds) }
+
+func check(_ status: OSStatus, _ what: String) throws {
+    guard status == noErr else { throw Failure("\(what) failed: \(status)") }
+}
+
+/// Where one scenario's counts come from.
+struct Count {
+    var allocations: Int64 = 0
+    var frees: Int64 = 0
+    /// Of those, the calls libpulse's own code made.
+    var allocationsInLibpulse: Int64 = 0
+    var freesInLibpulse: Int64 = 0
+    var callers: [String] = []
+
+    static func + (a: Count, b: Count) -> Count {
+        Count(
+            allocations: a.allocations + b.allocations, frees: a.frees + b.frees,
+            allocationsInLibpulse: a.allocationsInLibpulse + b.allocationsInLibpulse, freesInLibpulse: a.freesInLibpulse + b.freesInLibpulse,
+            callers: a.callers + b.callers)
+    }
+}
+
+/// Counts what the server thread allocates and frees while `body` runs.
+func watching(_ thread: UInt, _ body: () throws -> Void) rethrows -> Count {
+    openavf_alloc_watch_thread(pthread_t(thread))
+    defer { openavf_alloc_unwatch() }
+    try body()
+    let allocations = openavf_alloc_count()
+    let frees = openavf_free_count()
+    var addresses = [UnsafeMutableRawPointer?](repeating: nil, count: 16)
+    let n = Int(openavf_alloc_callers(&addresses, 16))
+    let callers = (0..<n).map { index -> String in
+        var stack = [UnsafeMutableRawPointer?](repeating: nil, count: 8)
+        let depth = Int(openavf_alloc_stack(Int32(index), &stack, 8))
+        return stack[0..<depth].map { address in
+            var text = [CChar](repeating: 0, count: 256)
+            openavf_alloc_describe(address, &text, 256)
+            return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }.joined(separator: " < ")
+    }
+    return Count(
+        allocations: allocations, frees: frees, allocationsInLibpulse: openavf_alloc_count_in_libpulse(),
+        freesInLibpulse: openavf_free_count_in_libpulse(), callers: callers)
+}
+
+let mono16 = AudioStreamBasicDescription(
+    mSampleRate: 48000, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagIsSignedInteger | kAudioFormatFlagIsPacked,
+    mBytesPerPacket: 2, mFramesPerPacket: 1, mBytesPerFrame: 2, mChannelsPerFrame: 1, mBitsPerChannel: 16, mReserved: 0)
+
+/// A playback queue fed a 440 Hz tone by its callback (the user's code, on the queue's thread).
+final class TonePlayback: @unchecked Sendable {
+    let queue: AudioQueueRef
+    private let lock = NSLock()
+    private var phase = 0.0
+    private var callbacks = 0
+    /// Set before an asynchronous stop: the callback stops refilling, as an app's does at its end.
+    private var ending = false
+    var callbackCount: Int { lock.withLock { callbacks } }
+
+    /// Stops after what is enqueued has played (`AudioQueueStop(_, false)`).
+    func stopAtEnd() throws {
+        lock.withLock { ending = true }
+        try check(AudioQueueStop(queue, false), "AudioQueueStop (asynchronous)")
+    }
+
+    init(buffers: Int = 3, seconds: Double = 0.010) throws {
+        var format = mono16
+        var made: AudioQueueRef?
+        let box = Box()
+        try check(AudioQueueNewOutputWithDispatchQueue(&made, &format, 0, DispatchQueue(label: "rtcheck.tone")) { q, b in
+            box.owner?.fill(q, b)
+        }, "AudioQueueNewOutputWithDispatchQueue")
+        queue = made!
+        box.owner = self
+        for _ in 0..<buffers {
+            var buffer: AudioQueueBufferRef?
+            try check(AudioQueueAllocateBuffer(queue, UInt32(seconds * 48000) * 2, &buffer), "AudioQueueAllocateBuffer")
+            self.buffers.append(buffer!)
+        }
+        try refill()
+    }
+
+    private var buffers: [AudioQueueBufferRef] = []
+
+    /// Fills and enqueues every buffer again, as an app does after a reset or stop (whose
+    /// callbacks may not enqueue: Apple's `kAudioQueueErr_EnqueueDuringReset`).
+    func refill() throws {
+        guard AudioQueueWaitForReturnedBuffers(queue, timeout: 5) else { throw Failure("the buffers did not come back") }
+        for b in buffers { fill(queue, b) }
+    }
+
+    final class Box: @unchecked Sendable { weak var owner: TonePlayback? }
+
+    func fill(_ q: AudioQueueRef, _ b: AudioQueueBufferRef) {
+        let frames = Int(b.pointee.mAudioDataBytesCapacity) / 2
+        let out = b.pointee.mAudioData.assumingMemoryBound(to: Int16.self)
+        let more = lock.withLock {
+            callbacks += 1
+            guard !ending else { return false }
+            for i in 0..<frames {
+                out[i] = Int16(9000 * sin(phase))
+                phase += 2 * Double.pi * 440 / 48000
+            }
+            return true
+        }
+        guard more else { return }
+        b.pointee.mAudioDataByteSize = UInt32(frames * 2)
+        _ = AudioQueueEnqueueBuffer(q, b, 0, nil)
+    }
+
+    func waitForCallbacks(_ n: Int) throws {
+        let target = callbackCount + n
+        try wait("\(n) playback callbacks") { callbackCount >= target }
+    }
+
+    var isRunning: Bool {
+        var running: UInt32 = 0
+        var size = UInt32(4)
+        _ = AudioQueueGetProperty(queue, kAudioQueueProperty_IsRunning, &running, &size)
+        return running != 0
+    }
+}
+
+/// A recording queue whose callback re-enqueues every buffer.
+final class Capture: @unchecked Sendable {
+    let queue: AudioQueueRef
+    private let lock = NSLock()
+    private var callbacks = 0
+    var callbackCount: Int { lock.withLock { callbacks } }
+
+    init(format: AudioStreamBasicDescription, bufferBytes: UInt32) throws {
+        var format = format
+        var made: AudioQueueRef?
+        let box = Box()
+        try check(AudioQueueNewInputWithDispatchQueue(&made, &format, 0, DispatchQueue(label: "rtcheck.capture")) { q, b, _, _, _ in
+            box.owner?.lock.withLock { box.owner?.callbacks += 1 }
+            _ = AudioQueueEnqueueBuffer(q, b, 0, nil)
+        }, "AudioQueueNewInputWithDispatchQueue")
+        queue = made!
+        box.owner = self
+        for _ in 0..<3 {
+            var buffer: AudioQueueBufferRef?
+            try check(AudioQueueAllocateBufferWithPacketDescriptions(queue, bufferBytes, 512, &buffer), "AudioQueueAllocateBuffer")
+            buffers.append(buffer!)
+        }
+        try reenqueue()
+    }
+
+    private var buffers: [AudioQueueBufferRef] = []
+
+    /// Enqueues every buffer again, as an app does after a stop (whose callbacks may not enqueue).
+    func reenqueue() throws {
+        guard AudioQueueWaitForReturnedBuffers(queue, timeout: 5) else { throw Failure("the buffers did not come back") }
+        for b in buffers { try check(AudioQueueEnqueueBuffer(queue, b, 0, nil), "AudioQueueEnqueueBuffer") }
+    }
+
+    final class Box: @unchecked Sendable { weak var owner: Capture? }
+
+    func waitForCallbacks(_ n: Int) throws {
+        let target = callbackCount + n
+        try wait("\(n) capture callbacks") { callbackCount >= target }
+    }
+}
+
+/// A compressed file's packets played through a queue of the file's own format.
+final class PacketPlayback: @unchecked Sendable {
+    let queue: AudioQueueRef
+    let file: AudioFileID
+    let packetCount: Int64
+    private let lock = NSLock()
+    private var next: Int64 = 0
+    /// Every packet is enqueued.
+    var finished: Bool { lock.withLock { _finished } }
+    private var _finished = false
+
+    init(url: URL) throws {
+        var opened: AudioFileID?
+        try check(AudioFileOpenURL(url as CFURL, .readPermission, 0, &opened), "AudioFileOpenURL \(url.lastPathComponent)")
+        file = opened!
+        var format = AudioStreamBasicDescription()
+        var size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
+        try check(AudioFileGetProperty(file, kAudioFilePropertyDataFormat, &size, &format), "the file's format")
+        var count: Int64 = 0
+        size = 8
+        try check(AudioFileGetProperty(file, kAudioFilePropertyAudioDataPacketCount, &size, &count), "the packet count")
+        packetCount = count
+        var made: AudioQueueRef?
+        let box = Box()
+        try check(AudioQueueNewOutputWithDispatchQueue(&made, &format, 0, DispatchQueue(label: "rtcheck.packets")) { q, b in
+            box.owner?.fill(q, b)
+        }, "AudioQueueNewOutputWithDispatchQueue (\(url.lastPathComponent))")
+        queue = made!
+        box.owner = self
+        var cookieSize: UInt32 = 0
+        if AudioFileGetPropertyInfo(file, kAudioFilePropertyMagicCookieData, &cookieSize, nil) == noErr, cookieSize > 0 {
+            var cookie = [UInt8](repeating: 0, count: Int(cookieSize))
+            try check(AudioFileGetProperty(file, kAudioFilePropertyMagicCookieData, &cookieSize, &cookie), "the magic cookie")
+            try check(AudioQueueSetProperty(queue, kAudioQueueProperty_MagicCookie, cookie, cookieSize), "the queue's magic cookie")
+        }
+        for _ in 0..<3 {
+            var buffer: AudioQueueBufferRef?
+            try check(AudioQueueAllocateBufferWithPacketDescriptions(queue, 8192, 64, &buffer), "AudioQueueAllocateBuffer")
+            fill(queue, buffer!)
+        }
+    }
+
+    deinit { AudioFileClose(file) }
+
+    final class Box: @unchecked Sendable { weak var owner: PacketPlayback? }
+
+    func fill(_ q: AudioQueueRef, _ b: AudioQueueBufferRef) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard next < packetCount else {
+            _finished = true
+            return
+        }
+        var bytes = b.pointee.mAudioDataBytesCapacity
+        var packets = b.pointee.mPacketDescriptionCapacity
+        guard AudioFileReadPacketData(file, false, &bytes, b.pointee.mPacketDescriptions, next, &packets, b.pointee.mAudioData) == noErr,
+            packets > 0
+        else { return }
+        next += Int64(packets)
+        b.pointee.mAudioDataByteSize = bytes
+        _ = AudioQueueEnqueueBuffer(q, b, packets, b.pointee.mPacketDescriptions)
+    }
+}
+
+/// Collects one notification's posts.
+final class Posts: @unchecked Sendable {
+    private let lock = NSLock()
+    private var infos: [[AnyHashable: Any]] = []
+    private var token: (any NSObjectProtocol)?
+    init(_ name: Notification.Name) {
+        token = NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { [weak self] note in
+            guard let self else { return }
+            self.lock.withLock { self.infos.append(note.userInfo ?? [:]) }
+        }
+    }
+    deinit { if let token { NotificationCenter.default.removeObserver(token) } }
+    var count: Int { lock.withLock { infos.count } }
+}
+
+// MARK: Scenarios
+
+struct Scenario {
+    let name: String
+    /// Why libpulse's own code may allocate on this thread in this scenario, where it does
+    /// something no client of libpulse can avoid: its calls are reported, not failed; the
+    /// project's own must still be 0. `nil`: libpulse's must be 0 too.
+    var libpulseOwn: String?
+    let run: (_ server: PrivatePulseServer, _ files: URL, _ thread: UInt) throws -> Count
+}
+
+let scenarios: [Scenario] = [
+    Scenario(name: "lpcm-playback") { _, _, thread in
+        // Start, pan, a volume ramp, pause and resume, flush, and an asynchronous stop that drains.
+        let tone = try TonePlayback()
+        defer { AudioQueueDispose(tone.queue, true) }
+        try check(AudioQueuePrime(tone.queue, 0, nil), "AudioQueuePrime")
+        return try watching(thread) {
+            try check(AudioQueueStart(tone.queue, nil), "AudioQueueStart")
+            try tone.waitForCallbacks(30)
+            try check(AudioQueueSetParameter(tone.queue, kAudioQueueParam_Pan, -0.7), "pan")
+            try check(AudioQueueSetParameter(tone.queue, kAudioQueueParam_VolumeRampTime, 0.2), "ramp time")
+            try check(AudioQueueSetParameter(tone.queue, kAudioQueueParam_Volume, 0.3), "volume")
+            try tone.waitForCallbacks(30)
+            try check(AudioQueuePause(tone.queue), "AudioQueuePause")
+            hold(0.2)
+            try check(AudioQueueStart(tone.queue, nil), "AudioQueueStart (resume)")
+            try tone.waitForCallbacks(20)
+            try check(AudioQueueFlush(tone.queue), "AudioQueueFlush")
+            try tone.stopAtEnd()
+            try wait("the drain") { !tone.isRunning }
+        }
+    },
+    Scenario(name: "timed-start-reset-stop") { _, _, thread in
+        let tone = try TonePlayback()
+        defer { AudioQueueDispose(tone.queue, true) }
+        try check(AudioQueuePrime(tone.queue, 0, nil), "AudioQueuePrime")
+        return try watching(thread) {
+            var at = AudioTimeStamp()
+            at.mHostTime = hostNow() + 100_000_000
+            at.mFlags = .hostTimeValid
+            try check(AudioQueueStart(tone.queue, &at), "AudioQueueStart (timed)")
+            try tone.waitForCallbacks(30)
+            try check(AudioQueueReset(tone.queue), "AudioQueueReset")
+            try tone.refill()
+            try tone.waitForCallbacks(20)
+            try check(AudioQueueStop(tone.queue, true), "AudioQueueStop (immediate)")
+            try tone.refill()
+            try check(AudioQueueStart(tone.queue, nil), "AudioQueueStart (again)")
+            try tone.waitForCallbacks(20)
+            try check(AudioQueueStop(tone.queue, true), "AudioQueueStop (immediate)")
+        }
+    },
+    Scenario(name: "compressed-playback") { _, files, thread in
+        var total = Count()
+        for name in ["tone.caf", "tone.m4a"] {
+            let player = try PacketPlayback(url: files.appendingPathComponent(name))
+            defer { AudioQueueDispose(player.queue, true) }
+            try check(AudioQueuePrime(player.queue, 0, nil), "AudioQueuePrime")
+            let count = try watching(thread) {
+                try check(AudioQueueStart(player.queue, nil), "AudioQueueStart (\(name))")
+                try wait("\(name)'s last packets") { player.finished }
+                try check(AudioQueueStop(player.queue, false), "AudioQueueStop (asynchronous, \(name))")
+                var running: UInt32 = 1
+                var size = UInt32(4)
+                try wait("\(name)'s drain") {
+                    _ = AudioQueueGetProperty(player.queue, kAudioQueueProperty_IsRunning, &running, &size)
+                    return running == 0
+                }
+            }
+            total = total + count
+        }
+        return total
+    },
+    Scenario(
+        name: "capture",
+        libpulseOwn: "each captured block of the server's shared memory is handed back with a release message; when the "
+            + "socket is busy libpulse queues them beyond its free lists (pa_pstream_send_release, pa_queue_push)"
+    ) { _, _, thread in
+        var ima4 = AudioStreamBasicDescription()
+        ima4.mSampleRate = 48000
+        ima4.mFormatID = kAudioFormatAppleIMA4
+        ima4.mChannelsPerFrame = 1
+        var total = Count()
+        for (format, bytes) in [(mono16, UInt32(1920)), (ima4, UInt32(34 * 30))] {
+            let capture = try Capture(format: format, bufferBytes: bytes)
+            defer { AudioQueueDispose(capture.queue, true) }
+            // The first run opens the stream; the watched run starts, pauses, resumes and stops.
+            try check(AudioQueueStart(capture.queue, nil), "AudioQueueStart (capture)")
+            try capture.waitForCallbacks(3)
+            try check(AudioQueueStop(capture.queue, true), "AudioQueueStop (capture)")
+            try capture.reenqueue()
+            let count = try watching(thread) {
+                try check(AudioQueueStart(capture.queue, nil), "AudioQueueStart (capture)")
+                try capture.waitForCallbacks(20)
+                try check(AudioQueuePause(capture.queue), "AudioQueuePause (capture)")
+                hold(0.1)
+                try check(AudioQueueStart(capture.queue, nil), "AudioQueueStart (capture, resume)")
+                try capture.waitForCallbacks(20)
+                try check(AudioQueueStop(capture.queue, true), "AudioQueueStop (capture)")
+            }
+            total = total + count
+        }
+        return total
+    },
+    Scenario(name: "player") { _, files, thread in
+        // AVAudioPlayer looping once and seeking while it plays.
+        let player = try AVAudioPlayer(contentsOf: files.appendingPathComponent("tone.wav"))
+        player.numberOfLoops = 1
+        guard player.prepareToPlay() else { throw Failure("prepareToPlay failed") }
+        return try watching(thread) {
+            guard player.play() else { throw Failure("play failed") }
+            hold(0.4)
+            player.currentTime = 0.1
+            try wait("the player to finish", timeout: 5) { !player.isPlaying }
+            player.stop()
+        }
+    },
+    Scenario(
+        name: "session",
+        libpulseOwn: "the server sends the streams a call's cork request and moves them on a route change; libpulse parses each "
+            + "(pa_proplist_new, the new device's name)"
+    ) { server, _, thread in
+        // An active playback session while another process's call interrupts it and headphones
+        // come and go.
+        let session = AVAudioSession.sharedInstance()
+        try session.setCategory(.playback)
+        try session.setActive(true)
+        defer { try? session.setActive(false) }
+        let interruptions = Posts(AVAudioSession.interruptionNotification)
+        let routes = Posts(AVAudioSession.routeChangeNotification)
+        let tone = try TonePlayback()
+        defer { AudioQueueDispose(tone.queue, true) }
+        try check(AudioQueuePrime(tone.queue, 0, nil), "AudioQueuePrime")
+        return try watching(thread) {
+            try check(AudioQueueStart(tone.queue, nil), "AudioQueueStart")
+            try tone.waitForCallbacks(20)
+            let call = try SignalPlayer(
+                server: server, device: "speaker", samples: [Float](repeating: 0.001, count: 24000), sampleRate: 48000,
+                properties: ["media.role": "phone"])
+            try wait("the interruption to begin") { interruptions.count >= 1 }
+            call.waitUntilDone()
+            try wait("the interruption to end") { interruptions.count >= 2 }
+            try check(AudioQueueStart(tone.queue, nil), "AudioQueueStart (after the call)")
+            try tone.waitForCallbacks(20)
+            let module = try server.pactl(["load-module", "module-null-sink", "sink_name=rtphones", "sink_properties=device.form_factor=headphone"])
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            _ = try server.pactl(["set-default-sink", "rtphones"])
+            try wait("the route change to headphones") { routes.count >= 1 }
+            _ = try server.pactl(["unload-module", module])
+            _ = try server.pactl(["set-default-sink", "speaker"])
+            try wait("the route change back") { routes.count >= 2 }
+            try tone.waitForCallbacks(20)
+            try check(AudioQueueStop(tone.queue, true), "AudioQueueStop")
+        }
+    },
+]
+
+/// Test files made by ffmpeg: a 1 s tone as WAV, IMA4 CAF and AAC M4A.
+func makeFiles(in dir: URL) throws {
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    guard let ffmpeg = PrivatePulseServer.which("ffmpeg") else { throw Failure("ffmpeg is not installed") }
+    for (name, codec) in [("tone.wav", "pcm_s16le"), ("tone.caf", "adpcm_ima_qt"), ("tone.m4a", "aac")] {
+        _ = try ChildProcess.run(
+            ffmpeg, ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=1:r=48000", "-ac", "1", "-c:a", codec, dir.appendingPathComponent(name).path],
+            environment: ["PATH": "/usr/bin:/bin"], scratch: dir.appendingPathComponent("ffmpeg-\(name)").path)
+    }
+}
+
+#if DEBUG
+let buildKind = "debug"
+#else
+let buildKind = "release"
+#endif
+
+@MainActor func main() -> Int32 {
+    let wanted = Set(CommandLine.arguments.dropFirst())
+    let unknown = wanted.subtracting(scenarios.map(\.name))
+    guard unknown.isEmpty else {
+        FileHandle.standardError.write(Data("openavf-rtcheck: no scenario \(unknown.sorted()); there are \(scenarios.map(\.name))\n".utf8))
+        return 2
+    }
+    guard openavf_alloc_counter_active() == 1 else {
+        print("openavf-rtcheck: the counting malloc is not in effect (a sanitizer build?): nothing to count")
+        return 0
+    }
+    do {
+        let server = try TestSound.server()
+        let files = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("openavf-rtcheck-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: files) }
+        try makeFiles(in: files)
+        guard let backend = try HAL.backend() as? PulseBackend else { throw Failure("the backend is not PulseAudio") }
+        let thread = backend.serverThread()
+        var clean = true
+        print("allocations and frees on the real-time server thread, per scenario (target 0; \(buildKind) build)")
+        for scenario in scenarios where wanted.isEmpty || wanted.contains(scenario.name) {
+            let count = try scenario.run(server, files, thread)
+            let ours = (count.allocations - count.allocationsInLibpulse, count.frees - count.freesInLibpulse)
+            let ok = ours == (0, 0) && (scenario.libpulseOwn != nil || (count.allocations, count.frees) == (0, 0))
+            clean = clean && ok
+            let libpulse = count.allocationsInLibpulse + count.freesInLibpulse > 0
+                ? "   (all in libpulse's own code: \(count.allocationsInLibpulse) allocations, \(count.freesInLibpulse) frees; \(scenario.libpulseOwn ?? "not expected"))" : ""
+            print("  \(scenario.name.padding(toLength: 24, withPad: " ", startingAt: 0)) allocations \(count.allocations)  frees \(count.frees)\(libpulse)")
+            if !ok || libpulse.isEmpty == false { for caller in count.callers.prefix(ok ? 3 : 16) { print("      \(caller)") } }
+        }
+        return clean ? 0 : 1
+    } catch {
+        FileHandle.standardError.write(Data("openavf-rtcheck: \(error)\n".utf8))
+        return 1
+    }
+}
+
+exit(main())
