@@ -38,34 +38,46 @@ package struct HALStreamRequest: Sendable {
     }
 }
 
-/// The time of the first frame of a render or capture call.
-package struct HALRenderTime: Sendable {
+/// The time of the first frame of a render or capture call. (Public only because
+/// ``HALStreamClient`` is open; AudioHAL is not a product.)
+public struct HALRenderTime: Sendable {
     /// The frame's index on the stream's timeline (frames written or read since the stream opened).
-    package var sampleTime: Int64
+    public var sampleTime: Int64
     /// When that frame is heard (output) or was captured (input), in host time (ns, CLOCK_MONOTONIC).
-    package var hostTime: UInt64
-    package init(sampleTime: Int64, hostTime: UInt64) {
+    public var hostTime: UInt64
+    public init(sampleTime: Int64, hostTime: UInt64) {
         self.sampleTime = sampleTime
         self.hostTime = hostTime
     }
 }
 
-/// Produces a playback stream's samples.
+/// What a stream calls on the server thread: a playback stream's ``render(_:frames:time:)`` and
+/// ``streamDidDrain()``, a capture stream's ``capture(_:frames:time:)``. Subclass it and override
+/// what the stream needs.
 ///
-/// Called on the server thread. The implementation fills `frames` frames (silence where it has
-/// nothing) and returns how many the stream should play: fewer only when the source has ended, so
-/// that a drain can complete. It must not allocate, lock a contended lock, log, or call user code.
-package protocol HALRenderSource: AnyObject, Sendable {
-    func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int
+/// Every method runs on the server thread and must not allocate, free, lock a contended lock, log,
+/// or call user code. A class rather than a protocol: a stream calls it through an unretained
+/// reference (`Unmanaged._withUnsafeGuaranteedRef`), which a class allows and an existential does
+/// not, so the server thread does no reference counting on it. (Open only so that other modules
+/// of the package can subclass it; AudioHAL is not a product.)
+open class HALStreamClient: @unchecked Sendable {
+    public init() {}
+
+    /// Fills `frames` frames (silence where it has nothing) and returns how many the stream should
+    /// play: fewer only when the source has ended, so that a drain can complete.
+    open func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int { 0 }
+
     /// The stream drained after ``HALStream/drain()``: every frame written has been played.
-    /// Server thread; same rules as `render`.
-    func streamDidDrain()
+    open func streamDidDrain() {}
+
+    /// Takes `frames` captured frames.
+    open func capture(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime) {}
 }
 
-/// Consumes a capture stream's samples. Called on the server thread, with `render`'s rules.
-package protocol HALCaptureSink: AnyObject, Sendable {
-    func capture(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime)
-}
+/// A playback stream's client (``HALStreamClient/render(_:frames:time:)``).
+package typealias HALRenderSource = HALStreamClient
+/// A capture stream's client (``HALStreamClient/capture(_:frames:time:)``).
+package typealias HALCaptureSink = HALStreamClient
 
 /// What kind of jack or transducer a device's active port is, as the server says
 /// (PulseAudio's `pa_device_port_type_t`, the same numbers).
@@ -150,6 +162,6 @@ package protocol AudioBackend: AnyObject, Sendable {
     func outputDevice(named name: String?) throws(HALError) -> HALDeviceInfo
     /// The capture device named `name` (the server's name), or the default one for `nil`.
     func inputDevice(named name: String?) throws(HALError) -> HALDeviceInfo
-    func openOutput(_ request: HALStreamRequest, source: any HALRenderSource) throws(HALError) -> any HALStream
-    func openInput(_ request: HALStreamRequest, sink: any HALCaptureSink) throws(HALError) -> any HALStream
+    func openOutput(_ request: HALStreamRequest, source: HALStreamClient) throws(HALError) -> any HALStream
+    func openInput(_ request: HALStreamRequest, sink: HALStreamClient) throws(HALError) -> any HALStream
 }

@@ -161,11 +161,11 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
 
     // MARK: Streams
 
-    package func openOutput(_ request: HALStreamRequest, source: any HALRenderSource) throws(HALError) -> any HALStream {
+    package func openOutput(_ request: HALStreamRequest, source: HALStreamClient) throws(HALError) -> any HALStream {
         try PulseStream(backend: self, request: request, playback: source, capture: nil)
     }
 
-    package func openInput(_ request: HALStreamRequest, sink: any HALCaptureSink) throws(HALError) -> any HALStream {
+    package func openInput(_ request: HALStreamRequest, sink: HALStreamClient) throws(HALError) -> any HALStream {
         try PulseStream(backend: self, request: request, playback: nil, capture: sink)
     }
 }

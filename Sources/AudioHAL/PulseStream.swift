@@ -8,7 +8,8 @@ import Glibc
 ///
 /// Callbacks run on the server thread and call only the render source or capture sink, which
 /// follow ``HALRenderSource``'s rules; everything here on that path is allocation-free
-/// (`pa_stream_begin_write` hands out the server's own memory, written in place).
+/// (`pa_stream_begin_write` hands out the server's own memory, written in place) and retains
+/// nothing (`openavf-rtcheck` counts both).
 final class PulseStream: HALStream, @unchecked Sendable {
     let backend: PulseBackend
     /// The connection the stream lives on: the audio connection (the real-time server thread),
@@ -19,8 +20,13 @@ final class PulseStream: HALStream, @unchecked Sendable {
     let format: HALStreamFormat
     private(set) var device: HALDeviceInfo
     private var stream: OpaquePointer?
-    private let playback: (any HALRenderSource)?
-    private let capture: (any HALCaptureSink)?
+    private let playback: (HALStreamClient)?
+    private let capture: (HALStreamClient)?
+    /// The same two for the server thread, unretained (the stream owns them above, and ``close()``
+    /// unhooks every callback first): called through `_withUnsafeGuaranteedRef`, so the server
+    /// thread does no reference counting on objects other threads also hold.
+    private let renderClient: Unmanaged<HALStreamClient>?
+    private let captureClient: Unmanaged<HALStreamClient>?
     private let frameBytes: Int
     /// Server thread only: frames written (playback) or read (capture) since the stream opened.
     private var position: Int64 = 0
@@ -44,12 +50,14 @@ final class PulseStream: HALStream, @unchecked Sendable {
     /// The latest `pa_stream_update_timing_info` of ``refreshTiming()``. Guarded by the main loop lock.
     private var timingOperation: OpaquePointer?
 
-    init(backend: PulseBackend, request: HALStreamRequest, playback: (any HALRenderSource)?, capture: (any HALCaptureSink)?) throws(HALError) {
+    init(backend: PulseBackend, request: HALStreamRequest, playback: (HALStreamClient)?, capture: (HALStreamClient)?) throws(HALError) {
         self.backend = backend
         self.connection = request.reportsPolicyEvents ? backend.control : backend.audio
         self.format = request.format
         self.playback = playback
         self.capture = capture
+        renderClient = playback.map { Unmanaged.passUnretained($0) }
+        captureClient = capture.map { Unmanaged.passUnretained($0) }
         self.frameBytes = 4 * request.format.channels
         self.device = HALDeviceInfo(name: "", description: "", sampleRate: request.format.sampleRate, channels: request.format.channels)
         try open(request)
@@ -94,31 +102,32 @@ final class PulseStream: HALStream, @unchecked Sendable {
                 pa_stream_set_event_callback(s, { _, name, _, ud in
                     // Server thread: compare without allocating, raise, return.
                     guard let name else { return }
-                    let events = Unmanaged<HALEvents>.fromOpaque(ud!).takeUnretainedValue()
-                    if PulseStream.isEvent(name, "request-cork") { events.raise(.corkRequested) }
-                    if PulseStream.isEvent(name, "request-uncork") { events.raise(.uncorkRequested) }
+                    Unmanaged<HALEvents>.fromOpaque(ud!)._withUnsafeGuaranteedRef { events in
+                        if PulseStream.isEvent(name, "request-cork") { events.raise(.corkRequested) }
+                        if PulseStream.isEvent(name, "request-uncork") { events.raise(.uncorkRequested) }
+                    }
                 }, Unmanaged.passUnretained(backend.events).toOpaque())
             }
             pa_stream_set_state_callback(s, { _, ud in
-                let me = Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue()
-                pa_threaded_mainloop_signal(me.connection.mainloop, 0)
+                Unmanaged<PulseStream>.fromOpaque(ud!)._withUnsafeGuaranteedRef { pa_threaded_mainloop_signal($0.connection.mainloop, 0) }
             }, ud)
             let result: Int32
             if isPlayback {
                 pa_stream_set_write_callback(s, { _, nbytes, ud in
-                    Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().serverWantsData(nbytes)
+                    Unmanaged<PulseStream>.fromOpaque(ud!)._withUnsafeGuaranteedRef { $0.serverWantsData(nbytes) }
                 }, ud)
                 pa_stream_set_underflow_callback(s, { _, ud in
-                    let me = Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue()
-                    if !me.sourceEnded { me.xruns.add(1, ordering: .relaxed) }
+                    Unmanaged<PulseStream>.fromOpaque(ud!)._withUnsafeGuaranteedRef { me in
+                        if !me.sourceEnded { me.xruns.add(1, ordering: .relaxed) }
+                    }
                 }, ud)
                 result = pa_stream_connect_playback(s, request.device, &attr, pa_stream_flags_t(rawValue: flags), nil, nil)
             } else {
                 pa_stream_set_read_callback(s, { _, _, ud in
-                    Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().serverHasData()
+                    Unmanaged<PulseStream>.fromOpaque(ud!)._withUnsafeGuaranteedRef { $0.serverHasData() }
                 }, ud)
                 pa_stream_set_overflow_callback(s, { _, ud in
-                    Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().xruns.add(1, ordering: .relaxed)
+                    Unmanaged<PulseStream>.fromOpaque(ud!)._withUnsafeGuaranteedRef { _ = $0.xruns.add(1, ordering: .relaxed) }
                 }, ud)
                 result = pa_stream_connect_record(s, request.device, &attr, pa_stream_flags_t(rawValue: flags))
             }
@@ -157,7 +166,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
 
     /// Write callback: render straight into the server's buffer.
     private func serverWantsData(_ nbytes: Int) {
-        guard let stream, let playback else { return }
+        guard let stream, let source = renderClient else { return }
         var remaining = nbytes
         while remaining >= frameBytes {
             var data: UnsafeMutableRawPointer?
@@ -170,9 +179,8 @@ final class PulseStream: HALStream, @unchecked Sendable {
             let now = hostNow()
             let ahead: UInt64 = pa_stream_get_latency(stream, &latency, &negative) == 0 && negative == 0
                 ? latency * 1000 : UInt64(grantedBufferDuration * 1e9)
-            let produced = playback.render(
-                data.assumingMemoryBound(to: Float.self), frames: frames,
-                time: HALRenderTime(sampleTime: position, hostTime: now &+ ahead))
+            let time = HALRenderTime(sampleTime: position, hostTime: now &+ ahead)
+            let produced = source._withUnsafeGuaranteedRef { $0.render(data.assumingMemoryBound(to: Float.self), frames: frames, time: time) }
             if produced < frames { sourceEnded = true }
             guard produced > 0 else {
                 pa_stream_cancel_write(stream)
@@ -187,7 +195,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
 
     /// Read callback: hand every complete fragment to the capture sink.
     private func serverHasData() {
-        guard let stream, let capture else { return }
+        guard let stream, let sink = captureClient else { return }
         while pa_stream_readable_size(stream) > 0 {
             var data: UnsafeRawPointer?
             var size = 0
@@ -198,9 +206,8 @@ final class PulseStream: HALStream, @unchecked Sendable {
                 var negative: Int32 = 0
                 let now = hostNow()
                 let behind: UInt64 = pa_stream_get_latency(stream, &latency, &negative) == 0 && negative == 0 ? latency * 1000 : 0
-                capture.capture(
-                    data.assumingMemoryBound(to: Float.self), frames: frames,
-                    time: HALRenderTime(sampleTime: position, hostTime: now &- min(behind, now)))
+                let time = HALRenderTime(sampleTime: position, hostTime: now &- min(behind, now))
+                sink._withUnsafeGuaranteedRef { $0.capture(data.assumingMemoryBound(to: Float.self), frames: frames, time: time) }
                 position += Int64(frames)
             }
             pa_stream_drop(stream)
@@ -222,7 +229,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
     private func makePrefillEvent(_ ud: UnsafeMutableRawPointer) {
         let api = connection.api
         prefillEvent = api.pointee.defer_new(api, { _, _, ud in
-            Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue().prefill()
+            Unmanaged<PulseStream>.fromOpaque(ud!)._withUnsafeGuaranteedRef { $0.prefill() }
         }, ud)
         if let prefillEvent { api.pointee.defer_enable(prefillEvent, 0) }
     }
@@ -293,9 +300,8 @@ final class PulseStream: HALStream, @unchecked Sendable {
             guard let stream, let ud = selfReference?.toOpaque() else { return }
             cancelDrain()
             drainOperation = pa_stream_drain(stream, { _, success, ud in
-                let me = Unmanaged<PulseStream>.fromOpaque(ud!).takeUnretainedValue()
                 guard success != 0 else { return }
-                me.playback?.streamDidDrain()
+                Unmanaged<PulseStream>.fromOpaque(ud!)._withUnsafeGuaranteedRef { me in me.renderClient?._withUnsafeGuaranteedRef { $0.streamDidDrain() } }
             }, ud)
         }
     }

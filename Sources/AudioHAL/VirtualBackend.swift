@@ -29,13 +29,13 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
     package func outputDevice(named name: String?) throws(HALError) -> HALDeviceInfo { device }
     package func inputDevice(named name: String?) throws(HALError) -> HALDeviceInfo { device }
 
-    package func openOutput(_ request: HALStreamRequest, source: any HALRenderSource) throws(HALError) -> any HALStream {
+    package func openOutput(_ request: HALStreamRequest, source: HALStreamClient) throws(HALError) -> any HALStream {
         let stream = VirtualStream(backend: self, request: request, source: source, sink: nil)
         lock.withLock { $0.append(stream) }
         return stream
     }
 
-    package func openInput(_ request: HALStreamRequest, sink: any HALCaptureSink) throws(HALError) -> any HALStream {
+    package func openInput(_ request: HALStreamRequest, sink: HALStreamClient) throws(HALError) -> any HALStream {
         let stream = VirtualStream(backend: self, request: request, source: nil, sink: sink)
         lock.withLock { $0.append(stream) }
         return stream
@@ -77,15 +77,15 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
     package let format: HALStreamFormat
     package let grantedBufferDuration: Double
     package var device: HALDeviceInfo { backend.device }
-    private let source: (any HALRenderSource)?
-    private let sink: (any HALCaptureSink)?
+    private let source: (HALStreamClient)?
+    private let sink: (HALStreamClient)?
     private let state = Mutex<Void>(())
     private let corked: Atomic<Bool>
     private let draining = Atomic<Bool>(false)
     /// Frames rendered or captured so far.
     private(set) var position: Int64 = 0
 
-    init(backend: VirtualBackend, request: HALStreamRequest, source: (any HALRenderSource)?, sink: (any HALCaptureSink)?) {
+    init(backend: VirtualBackend, request: HALStreamRequest, source: (HALStreamClient)?, sink: (HALStreamClient)?) {
         self.backend = backend
         self.format = request.format
         self.grantedBufferDuration = request.bufferDuration

@@ -46,7 +46,7 @@ struct MeterBlock: BitwiseCopyable {
 ///
 /// Fields without an atomic are the server thread's own; the control side touches them only inside
 /// ``HALStream/withCallbacksBlocked(_:)`` (or before a stream exists).
-final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendable {
+final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
     let isOutput: Bool
     /// Channels of the queue's format.
     let queueChannels: Int
@@ -103,6 +103,7 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
         self.sampleRate = sampleRate
         pending = SPSCRing(minimumCapacity: capacity)
         completed = SPSCRing(minimumCapacity: capacity)
+        super.init()
     }
 
     @inline(__always) private func notify() {
@@ -111,7 +112,7 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
 
     // MARK: Playback (server thread)
 
-    func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int {
+    override func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int {
         let sc = streamChannels
         var written = 0
         var produced = frames
@@ -191,7 +192,7 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
         return produced
     }
 
-    func streamDidDrain() {
+    override func streamDidDrain() {
         drained.store(true, ordering: .releasing)
         notify()
     }
@@ -257,7 +258,7 @@ final class AudioQueueEngine: HALRenderSource, HALCaptureSink, @unchecked Sendab
 
     // MARK: Capture (server thread)
 
-    func capture(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime) {
+    override func capture(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime) {
         let qc = queueChannels
         var consumed = 0
         var signal = false

@@ -130,9 +130,7 @@ package enum AudioSessionHost {
     /// (`true`) or is refused (`false`); `nil` when no server answers (nothing could be checked).
     package static func checkCapture() -> Bool? {
         guard let backend = try? HAL.backend() else { return nil }
-        final class Discard: HALCaptureSink, @unchecked Sendable {
-            func capture(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime) {}
-        }
+        final class Discard: HALStreamClient, @unchecked Sendable {}
         let request = HALStreamRequest(
             format: HALStreamFormat(sampleRate: 48000, channels: 1), bufferDuration: 0.05, name: "record permission check",
             properties: ["media.role": "production"], startCorked: true)
@@ -316,12 +314,14 @@ extension AudioSessionHost {
 }
 
 /// The session stream's source: silence (it stays corked; this is for the rare uncorked moment).
-private final class SilentSource: HALRenderSource, @unchecked Sendable {
+private final class SilentSource: HALStreamClient, @unchecked Sendable {
     let channels: Int
-    init(channels: Int) { self.channels = channels }
-    func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int {
+    init(channels: Int) {
+        self.channels = channels
+        super.init()
+    }
+    override func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int {
         output.update(repeating: 0, count: frames * channels)
         return frames
     }
-    func streamDidDrain() {}
 }

@@ -26,6 +26,9 @@ static _Atomic(int) seen = 0;
 static void *callers[OPENAVF_CALLERS][OPENAVF_DEPTH];
 
 static _Atomic(int) caller_slots = 0;
+static _Atomic(int64_t) retained = 0;
+static _Atomic(int) refcount_slots = 0;
+static void *refcount_callers[OPENAVF_CALLERS];
 
 // Where libpulse's code lies (its executable segments), so that calls made by libpulse itself
 // (pa_xmalloc, pa_xfree…) can be told from the project's. Found when watching begins.
@@ -118,6 +121,8 @@ void openavf_alloc_watch_thread(pthread_t thread) {
     if (atomic_load(&range_count) == 0) dl_iterate_phdr(find_libpulse, NULL);
     atomic_store(&counted_libpulse, 0);
     atomic_store(&freed_libpulse, 0);
+    atomic_store(&retained, 0);
+    atomic_store(&refcount_slots, 0);
     atomic_store(&watched, thread);
     atomic_store(&counted, 0);
     atomic_store(&freed, 0);
@@ -154,4 +159,54 @@ int openavf_alloc_describe(void *address, char *buffer, int length) {
     return snprintf(buffer, (size_t)length, "%s+%#lx (%s)", info.dli_sname ? info.dli_sname : "?",
                     (unsigned long)((char *)address - (char *)(info.dli_saddr ? info.dli_saddr : info.dli_fbase)),
                     file ? file + 1 : "?");
+}
+
+// Swift's reference counting on the watched thread: a retain or release is an atomic operation on
+// an object's header that other threads touch too. The executable's definitions take the place of
+// the runtime's exported ones (the dynamic linker finds these first) and forward to them.
+
+static inline void note_refcount(void *object, void *caller) {
+    if (object && on_watched_thread()) {
+        atomic_fetch_add_explicit(&retained, 1, memory_order_relaxed);
+        int slot = atomic_fetch_add_explicit(&refcount_slots, 1, memory_order_relaxed);
+        if (slot < OPENAVF_CALLERS) refcount_callers[slot] = caller;
+    }
+}
+
+#define FORWARD(name, type) \
+    static type real_##name; \
+    static inline type get_##name(void) { \
+        type f = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE); \
+        if (!f) { \
+            f = (type)dlsym(RTLD_NEXT, #name); \
+            __atomic_store_n(&real_##name, f, __ATOMIC_RELEASE); \
+        } \
+        return f; \
+    }
+
+typedef void *(*retain_t)(void *);
+typedef void (*release_t)(void *);
+typedef void *(*retain_n_t)(void *, uint32_t);
+typedef void (*release_n_t)(void *, uint32_t);
+FORWARD(swift_retain, retain_t)
+FORWARD(swift_release, release_t)
+FORWARD(swift_retain_n, retain_n_t)
+FORWARD(swift_release_n, release_n_t)
+FORWARD(swift_bridgeObjectRetain, retain_t)
+FORWARD(swift_bridgeObjectRelease, release_t)
+
+void *swift_retain(void *o) { note_refcount(o, __builtin_return_address(0)); return get_swift_retain()(o); }
+void swift_release(void *o) { note_refcount(o, __builtin_return_address(0)); get_swift_release()(o); }
+void *swift_retain_n(void *o, uint32_t n) { note_refcount(o, __builtin_return_address(0)); return get_swift_retain_n()(o, n); }
+void swift_release_n(void *o, uint32_t n) { note_refcount(o, __builtin_return_address(0)); get_swift_release_n()(o, n); }
+void *swift_bridgeObjectRetain(void *o) { note_refcount(o, __builtin_return_address(0)); return get_swift_bridgeObjectRetain()(o); }
+void swift_bridgeObjectRelease(void *o) { note_refcount(o, __builtin_return_address(0)); get_swift_bridgeObjectRelease()(o); }
+
+int64_t openavf_refcount_count(void) { return atomic_load(&retained); }
+int openavf_refcount_callers(void **out, int max) {
+    int n = atomic_load(&refcount_slots);
+    int count = n < OPENAVF_CALLERS ? n : OPENAVF_CALLERS;
+    if (count > max) count = max;
+    for (int i = 0; i < count; i++) out[i] = refcount_callers[i];
+    return count;
 }

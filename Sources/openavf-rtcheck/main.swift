@@ -1,5 +1,6 @@
-// openavf-rtcheck: counts heap allocations and frees on the real-time server thread while the
-// public API does everything an app does with it, on the project's private PulseAudio server.
+// openavf-rtcheck: counts heap allocations, frees and Swift retains/releases on the real-time
+// server thread while the public API does everything an app does with it, on the project's
+// private PulseAudio server. (Retains and releases are held to 0 in release builds only.)
 //
 //   openavf-rtcheck [scenario…]     all scenarios when none is named; exit 1 if any count is not 0
 //
@@ -42,14 +43,24 @@ struct Count {
     /// Of those, the calls libpulse's own code made.
     var allocationsInLibpulse: Int64 = 0
     var freesInLibpulse: Int64 = 0
+    /// Swift retains and releases.
+    var refcounts: Int64 = 0
     var callers: [String] = []
+    var refcountCallers: [String] = []
 
     static func + (a: Count, b: Count) -> Count {
         Count(
             allocations: a.allocations + b.allocations, frees: a.frees + b.frees,
             allocationsInLibpulse: a.allocationsInLibpulse + b.allocationsInLibpulse, freesInLibpulse: a.freesInLibpulse + b.freesInLibpulse,
-            callers: a.callers + b.callers)
+            refcounts: a.refcounts + b.refcounts, callers: a.callers + b.callers, refcountCallers: a.refcountCallers + b.refcountCallers)
     }
+}
+
+/// "symbol+offset (library)" for a code address.
+func describe(_ address: UnsafeMutableRawPointer?) -> String {
+    var text = [CChar](repeating: 0, count: 256)
+    openavf_alloc_describe(address, &text, 256)
+    return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 /// Counts what the server thread allocates and frees while `body` runs.
@@ -64,15 +75,14 @@ func watching(_ thread: UInt, _ body: () throws -> Void) rethrows -> Count {
     let callers = (0..<n).map { index -> String in
         var stack = [UnsafeMutableRawPointer?](repeating: nil, count: 8)
         let depth = Int(openavf_alloc_stack(Int32(index), &stack, 8))
-        return stack[0..<depth].map { address in
-            var text = [CChar](repeating: 0, count: 256)
-            openavf_alloc_describe(address, &text, 256)
-            return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        }.joined(separator: " < ")
+        return stack[0..<depth].map(describe).joined(separator: " < ")
     }
+    var refAddresses = [UnsafeMutableRawPointer?](repeating: nil, count: 16)
+    let r = Int(openavf_refcount_callers(&refAddresses, 16))
     return Count(
         allocations: allocations, frees: frees, allocationsInLibpulse: openavf_alloc_count_in_libpulse(),
-        freesInLibpulse: openavf_free_count_in_libpulse(), callers: callers)
+        freesInLibpulse: openavf_free_count_in_libpulse(), refcounts: openavf_refcount_count(), callers: callers,
+        refcountCallers: refAddresses[0..<r].map(describe))
 }
 
 let mono16 = AudioStreamBasicDescription(
@@ -471,11 +481,15 @@ let buildKind = "release"
         for scenario in scenarios where wanted.isEmpty || wanted.contains(scenario.name) {
             let count = try scenario.run(server, files, thread)
             let ours = (count.allocations - count.allocationsInLibpulse, count.frees - count.freesInLibpulse)
+            // Reference counting is checked in release builds: a debug build retains and releases
+            // around nearly every call, which the optimizer removes.
             let ok = ours == (0, 0) && (scenario.libpulseOwn != nil || (count.allocations, count.frees) == (0, 0))
+                && (buildKind == "debug" || count.refcounts == 0)
             clean = clean && ok
             let libpulse = count.allocationsInLibpulse + count.freesInLibpulse > 0
                 ? "   (all in libpulse's own code: \(count.allocationsInLibpulse) allocations, \(count.freesInLibpulse) frees; \(scenario.libpulseOwn ?? "not expected"))" : ""
-            print("  \(scenario.name.padding(toLength: 24, withPad: " ", startingAt: 0)) allocations \(count.allocations)  frees \(count.frees)\(libpulse)")
+            print("  \(scenario.name.padding(toLength: 24, withPad: " ", startingAt: 0)) allocations \(count.allocations)  frees \(count.frees)  retains/releases \(count.refcounts)\(libpulse)")
+            if count.refcounts > 0 && buildKind != "debug" { print("      refcounting from: \(Array(Set(count.refcountCallers)).sorted())") }
             if !ok || libpulse.isEmpty == false { for caller in count.callers.prefix(ok ? 3 : 16) { print("      \(caller)") } }
         }
         return clean ? 0 : 1

@@ -44,11 +44,11 @@ final class SPSCRingTests: XCTestCase {
 
 /// The virtual backend: a clock the test advances; streams render exactly on demand.
 final class VirtualBackendTests: XCTestCase {
-    final class Ramp: HALRenderSource, HALCaptureSink, @unchecked Sendable {
+    final class Ramp: HALStreamClient, @unchecked Sendable {
         var next: Float = 0
         var captured: [Float] = []
         var times: [Int64] = []
-        func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int {
+        override func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int {
             times.append(time.sampleTime)
             for i in 0..<frames {
                 output[i] = next
@@ -56,8 +56,7 @@ final class VirtualBackendTests: XCTestCase {
             }
             return frames
         }
-        func streamDidDrain() {}
-        func capture(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime) {
+        override func capture(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime) {
             captured += UnsafeBufferPointer(start: input, count: frames)
         }
     }

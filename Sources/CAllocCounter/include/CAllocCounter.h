@@ -29,4 +29,8 @@ int openavf_alloc_stack(int index, void **out, int max);
 int openavf_alloc_describe(void *address, char *buffer, int length);
 /// 1 when this binary's malloc is the counting one (the interposition took effect).
 int openavf_alloc_counter_active(void);
+/// Swift retains and releases (swift_retain, swift_release, their _n and bridge-object forms) by
+/// the watched thread since watching began, and where the first ones came from.
+int64_t openavf_refcount_count(void);
+int openavf_refcount_callers(void **out, int max);
 #endif
