@@ -28,6 +28,12 @@ package final class PacketDecoder {
         }
         guard (1...64).contains(channels) else { throw CodecError(.unsupported, "\(channels) channels cannot be decoded") }
         guard sampleRate >= 1, sampleRate <= 768_000 else { throw CodecError(.unsupported, "sample rate \(sampleRate) cannot be decoded") }
+        // FFmpeg's fields are 32-bit: a description's value that does not fit is no real stream.
+        guard let blockAlign = Int32(exactly: bytesPerPacket), blockAlign >= 0,
+            let bitsPerCodedSample = Int32(exactly: bitsPerSample), (0...64).contains(bitsPerCodedSample)
+        else {
+            throw CodecError(.unsupported, "packets of \(bytesPerPacket) bytes with \(bitsPerSample)-bit samples cannot be decoded")
+        }
         self.formatID = formatID
         self.channels = channels
         self.sampleRate = sampleRate
@@ -39,8 +45,8 @@ package final class PacketDecoder {
         self.packet = packet
         context.pointee.sample_rate = Int32(sampleRate)
         av_channel_layout_default(&context.pointee.ch_layout, Int32(channels))
-        context.pointee.block_align = Int32(bytesPerPacket)
-        context.pointee.bits_per_coded_sample = Int32(bitsPerSample)
+        context.pointee.block_align = blockAlign
+        context.pointee.bits_per_coded_sample = bitsPerCodedSample
         var extradata = MagicCookie.extradata(fromCookie: cookie, formatID: formatID)
         if formatID == kAudioFormatOpus && extradata.count >= 12 {
             // FFmpeg's Opus decoder would drop OpusHead's pre-skip itself; callers trim priming
@@ -73,7 +79,8 @@ package final class PacketDecoder {
     package func decode(_ bytes: UnsafeRawBufferPointer, into output: inout [Float]) throws -> Int {
         guard let context, let packet else { return 0 }
         guard !bytes.isEmpty else { return 0 }
-        let status = av_new_packet(packet, Int32(bytes.count))
+        guard let size = Int32(exactly: bytes.count) else { throw CodecError(.unsupported, "a packet of \(bytes.count) bytes cannot be decoded") }
+        let status = av_new_packet(packet, size)
         guard status >= 0 else { throw CodecError("allocating a packet", code: status) }
         packet.pointee.data.update(from: bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), count: bytes.count)
         defer { av_packet_unref(packet) }

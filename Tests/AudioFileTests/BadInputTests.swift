@@ -220,4 +220,88 @@ final class BadInputTests: XCTestCase {
         }
         XCTAssertEqual(readEverything(aiffRate, "AIFF with an infinite sample rate"), kAudioFileUnsupportedDataFormatError)
     }
+
+    /// Inputs the fuzzer found (`../shared/regressions` beside the package, as CI checks it out):
+    /// each opens and reads to an Apple status or to the end, without trapping.
+    func testFuzzerRegressions() throws {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../shared/regressions")
+            .standardizedFileURL
+        let files = (try? FileManager.default.contentsOfDirectory(at: folder, includingPropertiesForKeys: nil)) ?? []
+        XCTAssertFalse(files.isEmpty, "no regression inputs in \(folder.path)")
+        for url in files.sorted(by: { $0.path < $1.path }) {
+            readEverything(url, "regression \(url.lastPathComponent)")
+        }
+    }
+
+    /// A CAF file with the given `desc` fields and 4 KiB of audio data.
+    func caf(
+        _ name: String, rate: Double, format: AudioFormatID = kAudioFormatLinearPCM, flags: UInt32 = 0, bytesPerPacket: UInt32 = 4,
+        framesPerPacket: UInt32 = 1, channels: UInt32 = 2, bits: UInt32 = 16
+    ) throws -> URL {
+        var b: [UInt8] = Array("caff".utf8) + [0, 1, 0, 0]
+        func be<T: FixedWidthInteger>(_ v: T) { for i in (0..<MemoryLayout<T>.size).reversed() { b.append(UInt8(truncatingIfNeeded: v >> (i * 8))) } }
+        b += Array("desc".utf8)
+        be(Int64(32))
+        be(rate.bitPattern)
+        for field in [format, flags, bytesPerPacket, framesPerPacket, channels, bits] { be(field) }
+        b += Array("data".utf8)
+        be(Int64(4 + 4096))
+        be(UInt32(0))
+        b += (0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 37) }
+        let url = dir.appendingPathComponent(name)
+        try Data(b).write(to: url)
+        return url
+    }
+
+    /// Stream descriptions no real file has (the fuzzer's finds, and their relatives): Apple's
+    /// 'fmt?' when the file opens, never a trap while converting.
+    func testAbsurdStreamDescriptions() throws {
+        let ima4 = kAudioFormatAppleIMA4
+        let cases: [(String, URL)] = [
+            ("rate 1e300", try caf("rate-huge.caf", rate: 1e300)),
+            ("rate NaN", try caf("rate-nan.caf", rate: .nan)),
+            ("rate infinity", try caf("rate-inf.caf", rate: .infinity)),
+            ("rate -44100", try caf("rate-negative.caf", rate: -44100)),
+            ("rate 0", try caf("rate-zero.caf", rate: 0)),
+            ("rate 4.5e-69", try caf("rate-tiny.caf", rate: 4.527839539413356e-69)),
+            ("rate 0.5", try caf("rate-half.caf", rate: 0.5)),
+            ("rate 1e300 IMA4", try caf("rate-huge-ima4.caf", rate: 1e300, format: ima4, bytesPerPacket: 68, framesPerPacket: 64, bits: 0)),
+            ("IMA4 bits 0xFFFFFC04", try caf("bits-ima4.caf", rate: 8000, format: ima4, bytesPerPacket: 68, framesPerPacket: 64, bits: 0xFFFF_FC04)),
+            ("IMA4 bits 65", try caf("bits65-ima4.caf", rate: 8000, format: ima4, bytesPerPacket: 68, framesPerPacket: 64, bits: 65)),
+            ("LPCM bits 0xFFFFFFFF", try caf("bits-lpcm.caf", rate: 44100, bits: 0xFFFF_FFFF)),
+            ("channels 0", try caf("channels-zero.caf", rate: 44100, channels: 0)),
+            ("channels 0xFFFFFFFF", try caf("channels-huge.caf", rate: 44100, channels: 0xFFFF_FFFF)),
+            ("IMA4 channels 0xFFFFFFFF", try caf("channels-ima4.caf", rate: 8000, format: ima4, bytesPerPacket: 68, framesPerPacket: 64, channels: 0xFFFF_FFFF, bits: 0)),
+            ("LPCM bytes per packet 0xFFFFFFFF", try caf("bpp-lpcm.caf", rate: 44100, bytesPerPacket: 0xFFFF_FFFF)),
+            ("IMA4 bytes per packet 0xFFFFFFFF", try caf("bpp-ima4.caf", rate: 8000, format: ima4, bytesPerPacket: 0xFFFF_FFFF, framesPerPacket: 64, bits: 0)),
+            ("IMA4 frames per packet 0xFFFFFFFF", try caf("fpp-ima4.caf", rate: 8000, format: ima4, bytesPerPacket: 68, framesPerPacket: 0xFFFF_FFFF, bits: 0)),
+            ("u-law bits 0x80000000", try caf("bits-ulaw.caf", rate: 8000, format: kAudioFormatULaw, bytesPerPacket: 2, bits: 0x8000_0000)),
+        ]
+        for (label, url) in cases {
+            XCTAssertEqual(readEverything(url, label), kAudioFileUnsupportedDataFormatError, label)
+        }
+        // The same descriptions handed to a converter directly: its own error, not a trap.
+        let float = floatClient(rate: 44100, channels: 2)
+        let sources: [(String, AudioStreamBasicDescription)] = [
+            ("IMA4 bits 0xFFFFFC04", AudioStreamBasicDescription(
+                mSampleRate: 8000, mFormatID: ima4, mFormatFlags: 0, mBytesPerPacket: 68, mFramesPerPacket: 64, mBytesPerFrame: 0,
+                mChannelsPerFrame: 2, mBitsPerChannel: 0xFFFF_FC04, mReserved: 0)),
+            ("IMA4 bytes per packet 0xFFFFFFFF", AudioStreamBasicDescription(
+                mSampleRate: 8000, mFormatID: ima4, mFormatFlags: 0, mBytesPerPacket: 0xFFFF_FFFF, mFramesPerPacket: 64, mBytesPerFrame: 0,
+                mChannelsPerFrame: 2, mBitsPerChannel: 0, mReserved: 0)),
+            ("rate NaN", pcmFormat(rate: .nan)),
+            ("rate 1e300", pcmFormat(rate: 1e300)),
+        ]
+        for (label, source) in sources {
+            var input = source
+            var output = float
+            var converter: AudioConverterRef?
+            let status = AudioConverterNew(&input, &output, &converter)
+            XCTAssertNotEqual(status, noErr, label)
+            XCTAssertTrue(
+                [kAudioConverterErr_FormatNotSupported, kAudioConverterErr_InputSampleRateOutOfRange].contains(status),
+                "\(label): \(status.osStatusDescription)")
+            if let converter { AudioConverterDispose(converter) }
+        }
+    }
 }

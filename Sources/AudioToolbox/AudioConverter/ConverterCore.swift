@@ -88,7 +88,7 @@ final class ConverterCore {
         var d = f
         if d.mSampleRate == 0, let other { d.mSampleRate = other.mSampleRate }
         if d.mChannelsPerFrame == 0, let other { d.mChannelsPerFrame = other.mChannelsPerFrame }
-        guard d.mSampleRate > 0, d.mSampleRate.isFinite, d.mSampleRate <= 768_000 else {
+        guard d.mSampleRate.isFinite, d.mSampleRate >= FormatLimits.sampleRates.lowerBound, d.mSampleRate <= 768_000 else {
             throw AudioFailure(other == nil ? kAudioConverterErr_InputSampleRateOutOfRange : kAudioConverterErr_OutputSampleRateOutOfRange,
                                    "sample rate \(d.mSampleRate) is out of range")
         }
@@ -103,6 +103,7 @@ final class ConverterCore {
                 d.mBitsPerChannel = 8
             }
         }
+        try FormatLimits.check(d, status: kAudioConverterErr_FormatNotSupported)
         return d
     }
 

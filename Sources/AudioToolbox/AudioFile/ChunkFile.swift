@@ -348,17 +348,9 @@ final class ChunkFile: AudioFileContainer {
 
     /// Refuses descriptions no real file has: the limits keep arithmetic and allocations bounded.
     private static func validate(_ asbd: AudioStreamBasicDescription) throws(AudioFailure) {
-        guard asbd.mSampleRate.isFinite, asbd.mSampleRate > 0, asbd.mSampleRate <= 10_000_000 else {
-            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "sample rate \(asbd.mSampleRate) is not valid")
-        }
-        guard asbd.mChannelsPerFrame >= 1, asbd.mChannelsPerFrame <= 1024 else {
-            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "\(asbd.mChannelsPerFrame) channels is not valid")
-        }
-        guard asbd.mBytesPerPacket <= 1 << 24, asbd.mFramesPerPacket <= 1 << 24 else {
-            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "packets of \(asbd.mBytesPerPacket) bytes / \(asbd.mFramesPerPacket) frames are not valid")
-        }
+        try FormatLimits.check(asbd, status: kAudioFileUnsupportedDataFormatError)
         if asbd.mFormatID == kAudioFormatLinearPCM {
-            guard asbd.mBitsPerChannel >= 1, asbd.mBitsPerChannel <= 64, asbd.mBytesPerPacket > 0, asbd.mFramesPerPacket == 1 else {
+            guard asbd.mBitsPerChannel >= 1, asbd.mBytesPerPacket > 0, asbd.mFramesPerPacket == 1 else {
                 throw AudioFailure(kAudioFileUnsupportedDataFormatError, "the linear PCM description is not valid")
             }
         }

@@ -65,6 +65,7 @@ final class CodecFile: AudioFileContainer {
             mBytesPerPacket: constant ? UInt32((info?.bytesPerPacketPerChannel ?? 0) * reader.channels) : 0,
             mFramesPerPacket: UInt32(reader.framesPerPacket), mBytesPerFrame: 0,
             mChannelsPerFrame: UInt32(reader.channels), mBitsPerChannel: 0, mReserved: 0)
+        try FormatLimits.check(format, status: kAudioFileUnsupportedDataFormatError)
         cookie = reader.cookie
     }
 
@@ -79,13 +80,20 @@ final class CodecFile: AudioFileContainer {
                 kAudioFileUnsupportedDataFormatError,
                 "a '\(type.fourCharCodeString)' file cannot hold '\(format.mFormatID.fourCharCodeString)' (it holds \(names))")
         }
-        guard format.mSampleRate > 0, format.mSampleRate <= 384_000, (1...8).contains(format.mChannelsPerFrame) else {
-            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "\(format.formatSummary) cannot be written")
-        }
+        try Self.checkWritable(format)
         self.path = path
         fileType = type
         self.format = format
         reader = nil
+    }
+
+    /// Whether `format` is one the muxers take: FFmpeg's fields are 32-bit, and rates and channels
+    /// are bounded by what the encoders support.
+    private static func checkWritable(_ format: AudioStreamBasicDescription) throws(AudioFailure) {
+        try FormatLimits.check(format, status: kAudioFileUnsupportedDataFormatError)
+        guard format.mSampleRate <= 384_000, format.mChannelsPerFrame <= 8 else {
+            throw AudioFailure(kAudioFileUnsupportedDataFormatError, "\(format.formatSummary) cannot be written")
+        }
     }
 
     static func fileType(container: String, path: String) -> AudioFileTypeID? {
@@ -245,6 +253,7 @@ final class CodecFile: AudioFileContainer {
         guard reader == nil, writer == nil else {
             throw AudioFailure(kAudioFileOperationNotSupportedError, "the data format cannot change once audio is written")
         }
+        try Self.checkWritable(format)
         self.format = format
     }
 

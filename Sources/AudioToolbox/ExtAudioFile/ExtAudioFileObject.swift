@@ -59,10 +59,10 @@ final class ExtAudioFileObject: @unchecked Sendable {
     var fileLengthFrames: Int64 {
         if forWriting {
             return fileFormat.mSampleRate == clientFormat.mSampleRate
-                ? writtenClientFrames : Int64((Double(writtenClientFrames) * fileFormat.mSampleRate / clientFormat.mSampleRate).rounded())
+                ? writtenClientFrames : Int64(saturating: (Double(writtenClientFrames) * fileFormat.mSampleRate / clientFormat.mSampleRate).rounded())
         }
         if let t = packetTable, fileFormat.mFormatID != kAudioFormatLinearPCM { return t.mNumberValidFrames }
-        if fileFormat.mFramesPerPacket > 0 { return packetCount * Int64(fileFormat.mFramesPerPacket) }
+        if fileFormat.mFramesPerPacket > 0 { return packetCount.saturatingMultiplied(by: Int64(fileFormat.mFramesPerPacket)) }
         var total: Int64 = 0
         _ = file.with { c throws(AudioFailure) in
             for i in 0..<c.packetCount { total += Int64(c.packetSize(i)?.frames ?? 0) }
@@ -102,7 +102,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
 
     var currentFrame: Int64 {
         if forWriting { return fileLengthFrames }
-        return seekFrame + Int64((Double(producedClientFrames) / ratio).rounded())
+        return seekFrame + Int64(saturating: (Double(producedClientFrames) / ratio).rounded())
     }
 
     // MARK: Reading
@@ -121,7 +121,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
             let packet = target / fpp
             let preroll: Int64 = fileFormat.mFormatID == kAudioFormatLinearPCM || packet == 0 ? 0 : 1
             nextPacket = packet - preroll
-            discardClientFrames = Int((Double(target - nextPacket * fpp) * ratio).rounded())
+            discardClientFrames = Int(saturating: (Double(target - nextPacket * fpp) * ratio).rounded())
         } else {
             var start: Int64 = 0
             var index: Int64 = 0
@@ -132,7 +132,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
                 }
             }
             nextPacket = index
-            discardClientFrames = Int((Double(target - start) * ratio).rounded())
+            discardClientFrames = Int(saturating: (Double(target - start) * ratio).rounded())
         }
         seekFrame = frame
         producedClientFrames = 0
@@ -144,8 +144,8 @@ final class ExtAudioFileObject: @unchecked Sendable {
             throw AudioFailure(kExtAudioFileError_NonPCMClientFormat, "set a linear PCM client format before reading")
         }
         let capacity = min(count, client.frames(in: list))
-        let totalClient = Int64((Double(fileLengthFrames) * ratio).rounded())
-        let startClient = Int64((Double(seekFrame) * ratio).rounded())
+        let totalClient = Int64(saturating: (Double(fileLengthFrames) * ratio).rounded())
+        let startClient = Int64(saturating: (Double(seekFrame) * ratio).rounded())
         let remaining = max(totalClient - startClient - producedClientFrames, 0)
         let want = Int(min(Int64(capacity), remaining))
         guard want > 0 else { return 0 }
