@@ -6,7 +6,7 @@
 // harness is libFuzzer's coverage-guided target (LLVMFuzzerTestOneInput below) and this file's
 // driver is compiled out.
 //
-// usage: openavf-fuzz <iterations> <seed file>...
+// usage: openavf-fuzz <iterations> <seed file or folder>...
 import Foundation
 
 #if OPENAVF_LIBFUZZER
@@ -67,10 +67,15 @@ struct FuzzDriver {
     static func main() {
         let arguments = CommandLine.arguments
         guard arguments.count >= 3, let iterations = Int(arguments[1]) else {
-            FileHandle.standardError.write(Data("usage: openavf-fuzz <iterations> <seed file>...\n".utf8))
+            FileHandle.standardError.write(Data("usage: openavf-fuzz <iterations> <seed file or folder>...\n".utf8))
             exit(2)
         }
-        let seeds = arguments.dropFirst(2).compactMap { FileManager.default.contents(atPath: $0).map { [UInt8]($0) } }
+        // A folder stands for the files in it (../shared/regressions, a libFuzzer corpus).
+        let paths = arguments.dropFirst(2).flatMap { path -> [String] in
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return [path] }
+            return names.sorted().map { "\(path)/\($0)" }
+        }
+        let seeds = paths.compactMap { FileManager.default.contents(atPath: $0).map { [UInt8]($0) } }
         guard !seeds.isEmpty else {
             FileHandle.standardError.write(Data("openavf-fuzz: no readable seed files\n".utf8))
             exit(2)
