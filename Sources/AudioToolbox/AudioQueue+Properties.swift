@@ -127,10 +127,7 @@ public func AudioQueueGetProperty(
         queue.lock.lock()
         let cookie = queue.codec?.magicCookie ?? []
         queue.lock.unlock()
-        guard room >= cookie.count else { return kAudioQueueErr_InvalidPropertySize }
-        cookie.withUnsafeBytes { if !cookie.isEmpty { outData.copyMemory(from: $0.baseAddress!, byteCount: cookie.count) } }
-        ioDataSize.pointee = UInt32(cookie.count)
-        return noErr
+        return PropertyData.copy(cookie, to: outData, size: ioDataSize) ? noErr : kAudioQueueErr_InvalidPropertySize
     case kAudioQueueProperty_MaximumOutputPacketSize:
         let size = queue.codec?.maximumPacketSize ?? queue.pcm.bytesPerFrame
         outData.storeBytes(of: UInt32(size), as: UInt32.self)

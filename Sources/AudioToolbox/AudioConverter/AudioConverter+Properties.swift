@@ -54,10 +54,7 @@ public func AudioConverterGetProperty(
 ) -> OSStatus {
     guard let c = liveConverters.lookup(inAudioConverter) else { return kAudio_ParamError }
     guard let b = propertyBytes(inPropertyID, c.core) else { return kAudioConverterErr_PropertyNotSupported }
-    guard Int(ioPropertyDataSize.pointee) >= b.count else { return kAudioConverterErr_BadPropertySizeError }
-    b.withUnsafeBytes { if !b.isEmpty { outPropertyData.copyMemory(from: $0.baseAddress!, byteCount: b.count) } }
-    ioPropertyDataSize.pointee = UInt32(b.count)
-    return noErr
+    return PropertyData.copy(b, to: outPropertyData, size: ioPropertyDataSize) ? noErr : kAudioConverterErr_BadPropertySizeError
 }
 
 /// Sets the sample rate converter or codec quality, the encode bit rate (before the first
@@ -68,7 +65,7 @@ public func AudioConverterSetProperty(
 ) -> OSStatus {
     guard let c = liveConverters.lookup(inAudioConverter) else { return kAudio_ParamError }
     let core = c.core
-    func u32() -> UInt32? { inPropertyDataSize >= 4 ? inPropertyData.loadUnaligned(as: UInt32.self) : nil }
+    func u32() -> UInt32? { PropertyData.load(UInt32.self, from: inPropertyData, size: inPropertyDataSize) }
     switch inPropertyID {
     case kAudioConverterSampleRateConverterQuality:
         guard let v = u32() else { return kAudioConverterErr_BadPropertySizeError }

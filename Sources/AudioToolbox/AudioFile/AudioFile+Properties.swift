@@ -4,10 +4,10 @@ internal import Foundation
 // AudioFileGetProperty / GetPropertyInfo / SetProperty and AudioFileGetGlobalInfo(Size).
 
 private func load<T>(_ type: T.Type, _ size: UInt32, _ data: UnsafeRawPointer) throws(AudioFailure) -> T {
-    guard Int(size) >= MemoryLayout<T>.size else {
+    guard let value = PropertyData.load(type, from: data, size: size) else {
         throw AudioFailure(kAudioFileBadPropertySizeError, "the property takes \(MemoryLayout<T>.size) bytes; \(size) given")
     }
-    return data.loadUnaligned(as: T.self)
+    return value
 }
 
 /// A property's value as bytes, and whether it can be set on this file.
@@ -105,11 +105,9 @@ public func AudioFileGetProperty(
     fileCall(inAudioFile) { c throws(AudioFailure) in
         switch try value(inPropertyID, of: c) {
         case .bytes(let b, _):
-            guard Int(ioDataSize.pointee) >= b.count else {
+            guard PropertyData.copy(b, to: outPropertyData, size: ioDataSize) else {
                 throw AudioFailure(kAudioFileBadPropertySizeError, "the property needs \(b.count) bytes; \(ioDataSize.pointee) given")
             }
-            b.withUnsafeBytes { outPropertyData.copyMemory(from: $0.baseAddress!, byteCount: b.count) }
-            ioDataSize.pointee = UInt32(b.count)
         case .object(let object):
             guard Int(ioDataSize.pointee) >= MemoryLayout<UnsafeRawPointer>.size else {
                 throw AudioFailure(kAudioFileBadPropertySizeError, "the property is a reference")

@@ -219,11 +219,9 @@ public func ExtAudioFileGetProperty(
 ) -> OSStatus {
     with(inExtAudioFile) { f throws(AudioFailure) in
         let b = try propertyBytes(inPropertyID, f)
-        guard Int(ioPropertyDataSize.pointee) >= b.count else {
+        guard PropertyData.copy(b, to: outPropertyData, size: ioPropertyDataSize) else {
             throw AudioFailure(kExtAudioFileError_InvalidPropertySize, "the property needs \(b.count) bytes")
         }
-        b.withUnsafeBytes { if !b.isEmpty { outPropertyData.copyMemory(from: $0.baseAddress!, byteCount: b.count) } }
-        ioPropertyDataSize.pointee = UInt32(b.count)
     }
 }
 
@@ -237,10 +235,10 @@ public func ExtAudioFileSetProperty(
     with(inExtAudioFile) { f throws(AudioFailure) in
         switch inPropertyID {
         case kExtAudioFileProperty_ClientDataFormat:
-            guard let inPropertyData, Int(inPropertyDataSize) >= MemoryLayout<AudioStreamBasicDescription>.size else {
+            guard let format = PropertyData.load(AudioStreamBasicDescription.self, from: inPropertyData, size: inPropertyDataSize) else {
                 throw AudioFailure(kExtAudioFileError_InvalidPropertySize, "the client format is an AudioStreamBasicDescription")
             }
-            try f.setClientFormat(inPropertyData.loadUnaligned(as: AudioStreamBasicDescription.self))
+            try f.setClientFormat(format)
         case kExtAudioFileProperty_ClientChannelLayout, kExtAudioFileProperty_ConverterConfig:
             break
         default:
