@@ -46,17 +46,17 @@ final class AudioFileObject: @unchecked Sendable {
             Glibc.close(fd)
             throw AudioFailure(kAudioFileUnsupportedFileTypeError, "\(path) is a directory")
         }
-        let kind: ChunkFile.Kind?
+        let kind: ChunkFile.Type?
         if got == 12 {
             var r = ByteReader(head)
             let magic = r.fourCC()!
             _ = r.be(UInt32.self)
             let form = r.fourCC()!
             switch (magic, form) {
-            case (fourCC("caff"), _): kind = .caf
-            case (fourCC("RIFF"), fourCC("WAVE")): kind = .wave
-            case (fourCC("FORM"), fourCC("AIFF")): kind = .aiff
-            case (fourCC("FORM"), fourCC("AIFC")): kind = .aifc
+            case (fourCC("caff"), _): kind = CAFFile.self
+            case (fourCC("RIFF"), fourCC("WAVE")): kind = WAVEFile.self
+            case (fourCC("FORM"), fourCC("AIFF")): kind = AIFFFile.self
+            case (fourCC("FORM"), fourCC("AIFC")): kind = AIFCFile.self
             default: kind = nil
             }
         } else {
@@ -64,7 +64,7 @@ final class AudioFileObject: @unchecked Sendable {
         }
         if let kind {
             do {
-                return AudioFileObject(try ChunkFile(kind: kind, fd: fd, writable: permissions != .readPermission), permissions: permissions)
+                return AudioFileObject(try kind.init(fd: fd, writable: permissions != .readPermission), permissions: permissions)
             } catch {
                 Glibc.close(fd)
                 throw error
@@ -84,19 +84,19 @@ final class AudioFileObject: @unchecked Sendable {
     }
 
     static func create(path: String, type: AudioFileTypeID, format: AudioStreamBasicDescription, flags: AudioFileFlags) throws(AudioFailure) -> AudioFileObject {
-        let kind: ChunkFile.Kind?
+        let kind: ChunkFile.Type?
         switch type {
-        case kAudioFileCAFType: kind = .caf
-        case kAudioFileWAVEType: kind = .wave
-        case kAudioFileAIFFType: kind = .aiff
-        case kAudioFileAIFCType: kind = .aifc
+        case kAudioFileCAFType: kind = CAFFile.self
+        case kAudioFileWAVEType: kind = WAVEFile.self
+        case kAudioFileAIFFType: kind = AIFFFile.self
+        case kAudioFileAIFCType: kind = AIFCFile.self
         default: kind = nil
         }
         guard kind != nil || CodecFile.writable[type] != nil else {
             throw AudioFailure(kAudioFileUnsupportedFileTypeError, "files of type '\(type.fourCharCodeString)' cannot be written")
         }
         // Check the format before touching the disk.
-        if let kind { try ChunkFile.check(format, fits: kind) }
+        if let kind { try kind.check(format) }
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | (flags.contains(.eraseFile) ? O_TRUNC : O_EXCL), 0o644)
         guard fd >= 0 else {
             if errno == EEXIST { throw AudioFailure(kAudioFilePermissionsError, "\(path) exists; pass .eraseFile to replace it") }
@@ -104,7 +104,7 @@ final class AudioFileObject: @unchecked Sendable {
         }
         if let kind {
             do {
-                return AudioFileObject(try ChunkFile(creating: kind, fd: fd, format: format), permissions: .readWritePermission)
+                return AudioFileObject(try kind.init(creating: fd, format: format), permissions: .readWritePermission)
             } catch {
                 Glibc.close(fd)
                 unlink(path)
