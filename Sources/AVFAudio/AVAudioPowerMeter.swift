@@ -12,7 +12,7 @@ import Foundation
 ///   peak).
 /// - 0 dBFS is full scale; −160 dB is the floor.
 struct AVAudioPowerMeter {
-    static let floor: Float = -160
+    static let floor = Decibels.floor
     private static let averageTimeConstant = 0.05
     private static let peakHold = 0.5
     private static let peakFallPerSecond: Float = 60
@@ -32,8 +32,6 @@ struct AVAudioPowerMeter {
         peak = Array(repeating: Self.floor, count: channels)
     }
 
-    static func decibels(_ linear: Float) -> Float { linear > 0 ? max(floor, 20 * log10(linear)) : floor }
-
     /// Takes the levels measured since the last update (linear RMS and peak per channel).
     mutating func update(rms: [Float], peaks: [Float], now: UInt64 = AudioGetCurrentHostTime()) {
         let dt = lastUpdate == 0 ? 1 : Double(now &- lastUpdate) / 1e9
@@ -47,8 +45,8 @@ struct AVAudioPowerMeter {
             } else {
                 power[c] = keep * power[c] + (1 - keep) * r * r
             }
-            average[c] = power[c] > 0 ? max(Self.floor, 10 * log10(power[c])) : Self.floor
-            let newPeak = Self.decibels(p)
+            average[c] = Decibels.power(power[c])
+            let newPeak = Decibels.amplitude(p)
             if newPeak >= peak[c] {
                 peak[c] = newPeak
                 peakSetAt[c] = now

@@ -82,11 +82,6 @@ public func AudioQueueGetPropertySize(
     return noErr
 }
 
-/// The decibel value Apple's meters report for a linear level: −160 dB for silence.
-func decibels(_ linear: Float) -> Float {
-    linear > 0 ? max(-160, 20 * log10(linear)) : -160
-}
-
 /// Reads a property. `ioDataSize` holds the room at `outData` and receives the bytes written; too
 /// little room gets `kAudioQueueErr_InvalidPropertySize`.
 ///
@@ -155,7 +150,7 @@ public func AudioQueueGetProperty(
         for c in 0..<count {
             let l = levels[c]
             out[c] = inID == kAudioQueueProperty_CurrentLevelMeter
-                ? l : AudioQueueLevelMeterState(mAveragePower: decibels(l.mAveragePower), mPeakPower: decibels(l.mPeakPower))
+                ? l : AudioQueueLevelMeterState(mAveragePower: Decibels.amplitude(l.mAveragePower), mPeakPower: Decibels.amplitude(l.mPeakPower))
         }
         ioDataSize.pointee = UInt32(count * MemoryLayout<AudioQueueLevelMeterState>.stride)
         return noErr
