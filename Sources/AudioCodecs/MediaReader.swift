@@ -178,7 +178,9 @@ package final class MediaReader {
         framesPerPacket = declared > 0 ? declared : (table.first.map { Int($0.frames) } ?? fallbackFrames)
         let seconds = Double(table.reduce(0) { $0 + Int($1.frames) }) / sampleRate
         let bytes = table.reduce(0) { $0 + Int($1.size) }
-        bitRate = par.pointee.bit_rate > 0 ? Int(par.pointee.bit_rate) : (seconds > 0 ? Int(Double(bytes * 8) / seconds) : 0)
+        // Bounded: a damaged stream can declare a rate that makes its packets last almost no time.
+        let measured = seconds > 0 ? Double(bytes) * 8 / seconds : 0
+        bitRate = par.pointee.bit_rate > 0 ? Int(par.pointee.bit_rate) : (measured < Double(Int.max) ? Int(measured) : Int.max)
         if inMemory { close(fd) }
     }
 

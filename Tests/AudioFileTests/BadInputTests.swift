@@ -304,4 +304,44 @@ final class BadInputTests: XCTestCase {
             if let converter { AudioConverterDispose(converter) }
         }
     }
+
+    /// Absurd values from callers rather than files: Apple's status, never a trap.
+    func testAbsurdValuesFromCallers() throws {
+        // A WAVE fmt chunk holds a 32-bit byte rate: 10 MHz × 1024 channels of 64-bit float does not fit.
+        var wide = pcmFormat(rate: 10_000_000, channels: 1024, bits: 64, float: true)
+        var id: AudioFileID?
+        XCTAssertEqual(
+            AudioFileCreateWithURL(dir.appendingPathComponent("wide.wav") as CFURL, kAudioFileWAVEType, &wide, .eraseFile, &id),
+            kAudioFileUnsupportedDataFormatError)
+
+        // FormatInfo completes partial descriptions; nonsense in them is 'fmt?'.
+        for (label, format) in [
+            ("LPCM bits 0xFFFFFFFF", AudioStreamBasicDescription(
+                mSampleRate: 44100, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagIsSignedInteger, mBytesPerPacket: 0,
+                mFramesPerPacket: 0, mBytesPerFrame: 0, mChannelsPerFrame: 2, mBitsPerChannel: 0xFFFF_FFFF, mReserved: 0)),
+            ("IMA4 channels 0xFFFFFFFF", compressed(kAudioFormatAppleIMA4, channels: 0xFFFF_FFFF)),
+        ] {
+            var io = format
+            var size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
+            XCTAssertEqual(AudioFormatGetProperty(kAudioFormatProperty_FormatInfo, 0, nil, &size, &io), kAudioFormatUnsupportedDataFormatError, label)
+        }
+
+        // Packet descriptions pointing past any buffer, or declaring 2^32 - 1 frames.
+        for (name, type) in [("packets.caf", kAudioFileCAFType), ("packets.m4a", kAudioFileM4AType)] {
+            var format = compressed(kAudioFormatMPEG4AAC)
+            var file: AudioFileID?
+            try check(AudioFileCreateWithURL(dir.appendingPathComponent(name) as CFURL, type, &format, .eraseFile, &file), name)
+            let bytes = [UInt8](repeating: 0x21, count: 64)
+            let cases: [(AudioStreamPacketDescription, OSStatus)] = [
+                (AudioStreamPacketDescription(mStartOffset: .max, mVariableFramesInPacket: 1024, mDataByteSize: 16), kAudioFileInvalidPacketOffsetError),
+                (AudioStreamPacketDescription(mStartOffset: 0, mVariableFramesInPacket: 0xFFFF_FFFF, mDataByteSize: 16), kAudio_ParamError),
+            ]
+            for (description, expected) in cases {
+                var d = description
+                var n: UInt32 = 1
+                XCTAssertEqual(AudioFileWritePackets(file!, false, 64, &d, 0, &n, bytes), expected, "\(name): \(description)")
+            }
+            AudioFileClose(file!)
+        }
+    }
 }

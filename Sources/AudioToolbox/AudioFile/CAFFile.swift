@@ -121,7 +121,7 @@ final class CAFFile: ChunkFile {
             }
             // A table cannot promise more frames than its packets hold.
             if var table = packetTable {
-                let total = isVBR ? packets.reduce(Int64(0)) { $0 + Int64($1.frames) } : packetCount * Int64(format.mFramesPerPacket)
+                let total = isVBR ? packets.reduce(Int64(0)) { $0 + Int64($1.frames) } : packetCount.saturatingMultiplied(by: Int64(format.mFramesPerPacket))
                 table.mPrimingFrames = Int32(clamping: min(max(Int64(table.mPrimingFrames), 0), total))
                 table.mRemainderFrames = Int32(clamping: min(max(Int64(table.mRemainderFrames), 0), total - Int64(table.mPrimingFrames)))
                 table.mNumberValidFrames = min(max(table.mNumberValidFrames, 0), total - Int64(table.mPrimingFrames))
@@ -142,7 +142,7 @@ final class CAFFile: ChunkFile {
     override var packetTableInfo: AudioFilePacketTableInfo? {
         if let packetTable { return packetTable }
         guard !format.isVariablePacketSize, format.mFormatID != kAudioFormatLinearPCM else { return nil }
-        return AudioFilePacketTableInfo(mNumberValidFrames: packetCount * Int64(format.mFramesPerPacket), mPrimingFrames: 0, mRemainderFrames: 0)
+        return AudioFilePacketTableInfo(mNumberValidFrames: packetCount.saturatingMultiplied(by: Int64(format.mFramesPerPacket)), mPrimingFrames: 0, mRemainderFrames: 0)
     }
 
     override class func holds(_ f: AudioStreamBasicDescription, _ t: FormatTraits) -> Bool {
@@ -249,7 +249,7 @@ final class CAFFile: ChunkFile {
         var tail = ByteWriter()
         if isVBR || packetTable != nil && lateChunks {
             var body = ByteWriter()
-            let frames = isVBR ? packets.reduce(Int64(0)) { $0 + Int64($1.frames) } : packetCount * Int64(format.mFramesPerPacket)
+            let frames = isVBR ? packets.reduce(Int64(0)) { $0 + Int64($1.frames) } : packetCount.saturatingMultiplied(by: Int64(format.mFramesPerPacket))
             let table = packetTable ?? AudioFilePacketTableInfo(mNumberValidFrames: frames, mPrimingFrames: 0, mRemainderFrames: 0)
             body.be(isVBR ? Int64(packets.count) : packetCount)
             body.be(table.mNumberValidFrames)

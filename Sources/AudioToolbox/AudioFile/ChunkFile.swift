@@ -138,7 +138,7 @@ class ChunkFile: AudioFileContainer {
     var bitRate: Int {
         if !isVBR { return Int(Double(format.mBytesPerPacket) * 8 * format.mSampleRate / Double(max(format.mFramesPerPacket, 1))) }
         let frames = packets.reduce(Int64(0)) { $0 + Int64($1.frames) }
-        return frames > 0 ? Int(Double(dataByteCount) * 8 * format.mSampleRate / Double(frames)) : 0
+        return frames > 0 ? Int(saturating: Double(dataByteCount) * 8 * format.mSampleRate / Double(frames)) : 0
     }
 
     func packetSize(_ index: Int64) -> (bytes: Int, frames: Int)? {
@@ -199,10 +199,12 @@ class ChunkFile: AudioFileContainer {
             var entries: [(offset: Int64, size: Int32, frames: Int32)] = []
             for i in 0..<count {
                 let d = descriptions[i]
-                guard d.mStartOffset >= 0, Int(d.mStartOffset) + Int(d.mDataByteSize) <= bytes.count else {
+                guard d.mStartOffset >= 0, d.mStartOffset <= Int64(bytes.count) - Int64(d.mDataByteSize) else {
                     throw AudioFailure(kAudioFileInvalidPacketOffsetError, "packet description \(i) points outside the buffer")
                 }
-                let frames = format.mFramesPerPacket != 0 ? Int32(format.mFramesPerPacket) : Int32(d.mVariableFramesInPacket)
+                guard let frames = Int32(exactly: format.mFramesPerPacket != 0 ? format.mFramesPerPacket : d.mVariableFramesInPacket) else {
+                    throw AudioFailure(kAudio_ParamError, "packet description \(i) declares \(d.mVariableFramesInPacket) frames")
+                }
                 entries.append((at, Int32(d.mDataByteSize), frames))
                 try writeBytes(start: at, bytes: UnsafeRawBufferPointer(rebasing: bytes[Int(d.mStartOffset)..<(Int(d.mStartOffset) + Int(d.mDataByteSize))]))
                 at += Int64(d.mDataByteSize)
@@ -329,7 +331,7 @@ struct FormatTraits {
 extension AudioStreamBasicDescription {
     /// "2 ch, 44100 Hz, 'lpcm' (0x0000000C) 16-bit little-endian signed integer", as afinfo prints.
     var formatSummary: String {
-        var s = "\(mChannelsPerFrame) ch, \(Int(mSampleRate)) Hz, '\(mFormatID.fourCharCodeString)' (0x\(String(format: "%08X", mFormatFlags)))"
+        var s = "\(mChannelsPerFrame) ch, \(Int(saturating: mSampleRate)) Hz, '\(mFormatID.fourCharCodeString)' (0x\(String(format: "%08X", mFormatFlags)))"
         if mFormatID == kAudioFormatLinearPCM {
             let float = mFormatFlags & kAudioFormatFlagIsFloat != 0
             let big = mFormatFlags & kAudioFormatFlagIsBigEndian != 0

@@ -186,15 +186,18 @@ final class CodecFile: AudioFileContainer {
                 from = offset
                 offset += fixedSize
             }
-            guard from >= 0, size >= 0, from + size <= bytes.count else {
+            guard from >= 0, size >= 0, from <= bytes.count - size else {
                 throw AudioFailure(kAudioFileInvalidPacketOffsetError, "packet \(i) points outside the buffer")
+            }
+            guard let packetSize = Int32(exactly: size), let packetFrames = Int32(exactly: frames) else {
+                throw AudioFailure(kAudio_ParamError, "packet \(i) of \(size) bytes declares \(frames) frames")
             }
             do {
                 try writer.write(UnsafeRawBufferPointer(rebasing: bytes[from..<(from + size)]), frames: frames)
             } catch {
                 throw AudioFailure(kAudioFileUnspecifiedError, error.message)
             }
-            written.append((Int32(size), Int32(frames)))
+            written.append((packetSize, packetFrames))
             writtenBytes += Int64(size)
         }
     }

@@ -72,7 +72,11 @@ final class WAVEFile: ChunkFile {
     }
 
     override class func holds(_ f: AudioStreamBasicDescription, _ t: FormatTraits) -> Bool {
-        t.pcm
+        // The fmt chunk's fields: 16-bit channels and block align, a 32-bit byte rate.
+        guard f.mChannelsPerFrame <= UInt32(UInt16.max), f.mBytesPerFrame <= UInt32(UInt16.max),
+            UInt64(f.mSampleRate) * UInt64(f.mBytesPerFrame) <= UInt64(UInt32.max)
+        else { return false }
+        return t.pcm
             ? (t.packed && !t.bigEndian
                 && (t.float ? t.bits == 32 || t.bits == 64 : (t.bits == 8 ? !t.signed : t.signed && [16, 24, 32].contains(t.bits))))
             : t.companded

@@ -42,6 +42,10 @@ private func formatValue(_ id: AudioFormatPropertyID, _ specifierSize: UInt32, _
                 if asbd.mChannelsPerFrame == 0 { asbd.mChannelsPerFrame = config.channels }
             }
         }
+        // A partial description may leave fields 0; beyond the limits it is no real stream.
+        guard FormatLimits.bitsPerChannel.contains(asbd.mBitsPerChannel), asbd.mChannelsPerFrame <= FormatLimits.channels.upperBound else {
+            throw AudioFormatFailure(kAudioFormatUnsupportedDataFormatError)
+        }
         if asbd.mFormatID == kAudioFormatLinearPCM {
             guard asbd.mBitsPerChannel > 0, asbd.mChannelsPerFrame > 0 else { throw AudioFormatFailure(kAudioFormatUnsupportedDataFormatError) }
             let frameBytes = (asbd.mBitsPerChannel + 7) / 8 * (asbd.mFormatFlags & kAudioFormatFlagIsNonInterleaved != 0 ? 1 : asbd.mChannelsPerFrame)

@@ -252,7 +252,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
         let status = file.with { c throws(AudioFailure) in
             if !cookie.isEmpty { try c.setMagicCookie(cookie) }
             if fileFormat.mFormatID != kAudioFormatLinearPCM, c.fileType != kAudioFileWAVEType, c.fileType != kAudioFileAIFCType {
-                try? c.setPacketTableInfo(AudioFilePacketTableInfo(mNumberValidFrames: 0, mPrimingFrames: Int32(priming), mRemainderFrames: 0))
+                try? c.setPacketTableInfo(AudioFilePacketTableInfo(mNumberValidFrames: 0, mPrimingFrames: Int32(clamping: priming), mRemainderFrames: 0))
             }
         }
         guard status == noErr else { throw AudioFailure(status, file.lastReason) }
@@ -320,7 +320,7 @@ final class ExtAudioFileObject: @unchecked Sendable {
                         for i in 0..<c.packetCount { total += Int64(c.packetSize(i)?.frames ?? 0) }
                         let remainder = max(total - priming - valid, 0)
                         try? c.setPacketTableInfo(
-                            AudioFilePacketTableInfo(mNumberValidFrames: valid, mPrimingFrames: Int32(priming), mRemainderFrames: Int32(remainder)))
+                            AudioFilePacketTableInfo(mNumberValidFrames: valid, mPrimingFrames: Int32(clamping: priming), mRemainderFrames: Int32(clamping: remainder)))
                         if fileFormat.mFormatID == kAudioFormatFLAC { try? c.setMagicCookie(cookie) }
                     }
                     if status != noErr { failure = AudioFailure(status, file.lastReason) }
