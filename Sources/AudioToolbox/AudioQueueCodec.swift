@@ -79,7 +79,7 @@ final class AudioQueueCodec {
                 try core.pushPacket(UnsafeRawBufferPointer(start: data, count: bytes))
             } else {
                 for d in descriptions {
-                    guard d.mStartOffset >= 0, Int(d.mStartOffset) + Int(d.mDataByteSize) <= bytes else {
+                    guard d.mStartOffset >= 0, d.mStartOffset <= Int64(bytes) - Int64(d.mDataByteSize) else {
                         return .failure(StatusError(kAudio_ParamError))
                     }
                     try core.pushPacket(UnsafeRawBufferPointer(start: data + Int(d.mStartOffset), count: Int(d.mDataByteSize)))

@@ -344,4 +344,38 @@ final class BadInputTests: XCTestCase {
             AudioFileClose(file!)
         }
     }
+
+    /// A converter's input callback handing a packet description that points past any buffer:
+    /// kAudioConverterErr_InvalidInputSize, not a trap.
+    func testConverterInputDescriptionOutsideTheBuffer() throws {
+        var aac = compressed(kAudioFormatMPEG4AAC, rate: 44100, channels: 1)
+        var pcm = floatClient(rate: 44100, channels: 1)
+        var decoder: AudioConverterRef?
+        try check(AudioConverterNew(&aac, &pcm, &decoder), "decoder")
+        let d = try XCTUnwrap(decoder)
+        defer { AudioConverterDispose(d) }
+        let proc: AudioConverterComplexInputDataProc = { _, ioPackets, ioData, outDescriptions, userData in
+            let input = userData!.assumingMemoryBound(to: UInt8.self)
+            let list = UnsafeMutableAudioBufferListPointer(ioData)
+            list[0].mData = UnsafeMutableRawPointer(input + MemoryLayout<AudioStreamPacketDescription>.stride)
+            list[0].mDataByteSize = 16
+            outDescriptions?.pointee = UnsafeMutableRawPointer(input).assumingMemoryBound(to: AudioStreamPacketDescription.self)
+            ioPackets.pointee = 1
+            return noErr
+        }
+        // One description (offset Int64.max) followed by 16 bytes of "packet".
+        let input = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<AudioStreamPacketDescription>.stride + 16, alignment: 16)
+        defer { input.deallocate() }
+        input.storeBytes(
+            of: AudioStreamPacketDescription(mStartOffset: .max, mVariableFramesInPacket: 0, mDataByteSize: 16),
+            as: AudioStreamPacketDescription.self)
+        (input + MemoryLayout<AudioStreamPacketDescription>.stride).initializeMemory(as: UInt8.self, repeating: 0x21, count: 16)
+        var out = [Float](repeating: 0, count: 4096)
+        var packets: UInt32 = 4096
+        let status = out.withUnsafeMutableBytes { raw in
+            var list = AudioBufferList(mNumberBuffers: 1, mBuffers: AudioBuffer(mNumberChannels: 1, mDataByteSize: UInt32(raw.count), mData: raw.baseAddress))
+            return AudioConverterFillComplexBuffer(d, proc, input, &packets, &list, nil)
+        }
+        XCTAssertEqual(status, kAudioConverterErr_InvalidInputSize)
+    }
 }

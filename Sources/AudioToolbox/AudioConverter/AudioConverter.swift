@@ -118,7 +118,7 @@ final class AudioConverterObject: @unchecked Sendable {
                         } else {
                             throw AudioFailure(kAudioConverterErr_RequiresPacketDescriptionsError, "variable-size packets need descriptions")
                         }
-                        guard offset >= 0, size >= 0, offset + size <= total else {
+                        guard offset >= 0, size >= 0, offset <= total - size else {
                             throw AudioFailure(kAudioConverterErr_InvalidInputSize, "packet \(i) lies outside the input buffer")
                         }
                         try core.pushPacket(UnsafeRawBufferPointer(start: data + offset, count: size))
