@@ -5,8 +5,12 @@ import Synchronization
 // Timelines and time stamps of audio queues (AudioQueue.h).
 
 /// Tracks discontinuities of one queue's timeline between reads.
-final class AudioQueueTimeline: @unchecked Sendable {
-    unowned let queue: AudioQueueObject
+final class AudioQueueTimeline: ReferencedObject, @unchecked Sendable {
+    /// Weak: a timeline outlives its queue when the user keeps it past `AudioQueueDispose`
+    /// (which also removes the queue's timelines from ``liveTimelines``).
+    weak var queue: AudioQueueObject?
+    /// The ``AudioQueueTimelineRef`` handed to the user, never reused.
+    let ref: AudioQueueTimelineRef = newObjectReference(.audioQueueTimeline)
     var seenDiscontinuities: Int
     init(queue: AudioQueueObject) {
         self.queue = queue
@@ -14,19 +18,14 @@ final class AudioQueueTimeline: @unchecked Sendable {
     }
 }
 
-private let timelines = Mutex<[UInt: AudioQueueTimeline]>([:])
-
-private func key(_ ref: AudioQueueTimelineRef) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(ref))) }
-
 /// Creates a timeline object for ``AudioQueueGetCurrentTime(_:_:_:_:)`` to report discontinuities
 /// (an underrun, a reset, a stop) through.
 @discardableResult
 public func AudioQueueCreateTimeline(_ inAQ: AudioQueueRef, _ outTimeline: UnsafeMutablePointer<AudioQueueTimelineRef?>) -> OSStatus {
     guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     let timeline = AudioQueueTimeline(queue: queue)
-    let ref = OpaquePointer(Unmanaged.passUnretained(timeline).toOpaque())
-    timelines.withLock { $0[key(ref)] = timeline }
-    outTimeline.pointee = ref
+    liveTimelines.add(timeline)
+    outTimeline.pointee = timeline.ref
     return noErr
 }
 
@@ -34,8 +33,7 @@ public func AudioQueueCreateTimeline(_ inAQ: AudioQueueRef, _ outTimeline: Unsaf
 @discardableResult
 public func AudioQueueDisposeTimeline(_ inAQ: AudioQueueRef, _ inTimeline: AudioQueueTimelineRef) -> OSStatus {
     guard liveQueues.lookup(inAQ) != nil else { return kAudio_ParamError }
-    let removed = timelines.withLock { $0.removeValue(forKey: key(inTimeline)) }
-    return removed == nil ? kAudio_ParamError : noErr
+    return liveTimelines.remove(inTimeline) == nil ? kAudio_ParamError : noErr
 }
 
 /// The queue's current time: `mSampleTime` is the frame being heard (playback) or captured
@@ -49,7 +47,7 @@ public func AudioQueueGetCurrentTime(
     guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     guard let sample = queue.currentSampleTime() else { return kAudioQueueErr_InvalidRunState }
     if let inTimeline {
-        guard let timeline = timelines.withLock({ $0[key(inTimeline)] }), timeline.queue === queue else { return kAudio_ParamError }
+        guard let timeline = liveTimelines.lookup(inTimeline), timeline.queue === queue else { return kAudio_ParamError }
         let count = queue.engine.discontinuities.load(ordering: .relaxed)
         outTimelineDiscontinuity?.pointee = DarwinBoolean(count != timeline.seenDiscontinuities)
         timeline.seenDiscontinuities = count

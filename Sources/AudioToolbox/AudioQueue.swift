@@ -12,6 +12,13 @@ internal import AudioCodecs
 // descriptions (AAC, ALAC, IMA4, MP3, µ-law, A-law, FLAC, Opus; encoding where FFmpeg can) are
 // decoded when a buffer is enqueued and encoded before a recording callback, off the server
 // thread; callbacks handle only packets.
+//
+// Invalid objects: an AudioQueueRef that is not a live queue (disposed, never one, or another kind
+// of reference) gets `kAudio_ParamError`, AudioQueue.h having no error of its own for it; a buffer
+// that is not the queue's (freed, another queue's, or of a disposed queue) gets
+// `kAudioQueueErr_InvalidBuffer`. Neither is ever reused: queue references are serials
+// (``newObjectReference(_:)``) and buffer headers never share an address (``BufferHeaderArena``),
+// so a stale one stays invalid for the life of the process.
 
 private func validate(
     _ inFormat: UnsafePointer<AudioStreamBasicDescription>?, isOutput: Bool
@@ -150,23 +157,11 @@ public func AudioQueueEnqueueBuffer(
 ) -> OSStatus {
     guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     var options = AudioQueueObject.EnqueueOptions()
-    options.packetDescriptions = packetDescriptions(inBuffer, inNumPacketDescs, inPacketDescs)
+    options.packetDescriptions = UnsafeBufferPointer(start: inPacketDescs, count: inPacketDescs == nil ? 0 : Int(inNumPacketDescs))
     switch queue.enqueue(inBuffer, options) {
     case .success: return noErr
     case .failure(let error): return error.status
     }
-}
-
-/// The packet descriptions of an enqueue: those passed, else those in the buffer.
-private func packetDescriptions(
-    _ buffer: AudioQueueBufferRef, _ count: UInt32, _ descriptions: UnsafePointer<AudioStreamPacketDescription>?
-) -> UnsafeBufferPointer<AudioStreamPacketDescription> {
-    if let descriptions, count > 0 { return UnsafeBufferPointer(start: descriptions, count: Int(count)) }
-    let inBuffer = buffer.pointee
-    if let own = inBuffer.mPacketDescriptions, inBuffer.mPacketDescriptionCount > 0 {
-        return UnsafeBufferPointer(start: own, count: Int(min(inBuffer.mPacketDescriptionCount, inBuffer.mPacketDescriptionCapacity)))
-    }
-    return UnsafeBufferPointer(start: nil, count: 0)
 }
 
 /// Adds a playback buffer with trimming, per-buffer parameters and a start time.
@@ -189,7 +184,7 @@ public func AudioQueueEnqueueBufferWithParameters(
     options.trimEnd = inTrimFramesAtEnd
     options.parameters = UnsafeBufferPointer(start: inParamValues, count: Int(inNumParamValues))
     options.startTime = inStartTime?.pointee
-    options.packetDescriptions = packetDescriptions(inBuffer, inNumPacketDescs, inPacketDescs)
+    options.packetDescriptions = UnsafeBufferPointer(start: inPacketDescs, count: inPacketDescs == nil ? 0 : Int(inNumPacketDescs))
     switch queue.enqueue(inBuffer, options) {
     case .success(let actual):
         outActualStartTime?.pointee = actual

@@ -47,12 +47,13 @@ final class BufferSlot {
         self.capacityFrames = capacityFrames
     }
 
-    /// Frees the buffer and its memory. The queue calls this once, when the buffer goes away.
+    /// Frees the buffer's memory and retires its header (whose address is never reused, see
+    /// ``BufferHeaderArena``). The queue calls this once, when the buffer goes away.
     func free() {
         buffer.pointee.mAudioData.deallocate()
         buffer.pointee.mPacketDescriptions?.deallocate()
         buffer.deinitialize(count: 1)
-        buffer.deallocate()
+        BufferHeaderArena.shared.retire(buffer)
         staging.deallocate()
     }
 }
@@ -76,7 +77,7 @@ let maximumBuffersPerQueue = 1024
 /// the server thread runs ``engine`` only; the queue's callback thread waits on the engine's
 /// wake-up, turns finished buffers into user callbacks, and runs them (or hands them to the run
 /// loop or dispatch queue the user gave). No user code runs with `lock` held.
-final class AudioQueueObject: @unchecked Sendable {
+final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
     let format: AudioStreamBasicDescription
     let pcm: LinearPCMFormat
     /// For compressed descriptions: packets ↔ float (``pcm`` is then float at the stream's rate).
@@ -87,7 +88,8 @@ final class AudioQueueObject: @unchecked Sendable {
     let engine: AudioQueueEngine
     let lock = NSLock()
 
-    // Guarded by `lock`.
+    // Guarded by `lock`. Buffers by address: a buffer header's address is never reused
+    // (``BufferHeaderArena``), so a freed buffer, or another queue's, is never found here.
     private(set) var slots: [AudioQueueBufferRef: BufferSlot] = [:]
     private var slotsByToken: [Int: BufferSlot] = [:]
     private var nextToken = 1
@@ -132,8 +134,8 @@ final class AudioQueueObject: @unchecked Sendable {
     private let alive = Atomic<Bool>(true)
     private let threadDone = Wakeup()
     private var thread: Thread?
-    /// The ``AudioQueueRef`` handed to the user.
-    var ref: AudioQueueRef { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+    /// The ``AudioQueueRef`` handed to the user, never reused (``newObjectReference(_:)``).
+    let ref: AudioQueueRef = newObjectReference(.audioQueue)
 
     init(
         format: AudioStreamBasicDescription, pcm: LinearPCMFormat, codec: AudioQueueCodec? = nil, isOutput: Bool, callback: QueueCallback,
@@ -310,12 +312,12 @@ final class AudioQueueObject: @unchecked Sendable {
             guard Int(byteSize) >= pcm.bytesPerFrame else { return .failure(StatusError(kAudio_ParamError)) }
             frames = Int(byteSize) / pcm.bytesPerFrame
         }
+        guard let buffer = BufferHeaderArena.shared.allocate() else { return .failure(StatusError(kAudio_MemFullError)) }
         let data = UnsafeMutableRawPointer.allocate(byteCount: Int(byteSize), alignment: 16)
         data.initializeMemory(as: UInt8.self, repeating: 0, count: Int(byteSize))
         let packets: UnsafeMutablePointer<AudioStreamPacketDescription>? =
             packetDescriptions > 0 ? .allocate(capacity: Int(packetDescriptions)) : nil
         packets?.initialize(repeating: AudioStreamPacketDescription(), count: Int(packetDescriptions))
-        let buffer = AudioQueueBufferRef.allocate(capacity: 1)
         buffer.initialize(to: AudioQueueBuffer(
             mAudioDataBytesCapacity: byteSize, mAudioData: data, mAudioDataByteSize: 0, mUserData: nil,
             mPacketDescriptionCapacity: packetDescriptions, mPacketDescriptions: packets, mPacketDescriptionCount: 0))
@@ -346,8 +348,21 @@ final class AudioQueueObject: @unchecked Sendable {
         var trimEnd: UInt32 = 0
         var parameters: UnsafeBufferPointer<AudioQueueParameterEvent> = UnsafeBufferPointer(start: nil, count: 0)
         var startTime: AudioTimeStamp?
-        /// Packet descriptions for variable-size compressed packets.
+        /// Packet descriptions for variable-size compressed packets, when the call passed them;
+        /// else those in the buffer (read once the buffer is known to be this queue's).
         var packetDescriptions = UnsafeBufferPointer<AudioStreamPacketDescription>(start: nil, count: 0)
+    }
+
+    /// The packet descriptions of an enqueue: those passed, else those in the buffer.
+    private func descriptions(
+        _ buffer: AudioQueueBufferRef, passed: UnsafeBufferPointer<AudioStreamPacketDescription>
+    ) -> UnsafeBufferPointer<AudioStreamPacketDescription> {
+        if passed.count > 0 { return passed }
+        let header = buffer.pointee
+        if let own = header.mPacketDescriptions, header.mPacketDescriptionCount > 0 {
+            return UnsafeBufferPointer(start: own, count: Int(min(header.mPacketDescriptionCount, header.mPacketDescriptionCapacity)))
+        }
+        return UnsafeBufferPointer(start: nil, count: 0)
     }
 
     func enqueue(_ buffer: AudioQueueBufferRef, _ options: EnqueueOptions) -> Result<AudioTimeStamp, StatusError> {
@@ -366,7 +381,8 @@ final class AudioQueueObject: @unchecked Sendable {
             guard bytes <= Int(buffer.pointee.mAudioDataBytesCapacity) else { return .failure(StatusError(kAudio_ParamError)) }
             var decoded: Int?
             if let codec {
-                switch codec.decode(buffer, descriptions: options.packetDescriptions, into: &slot.staging, capacity: &slot.capacityFrames) {
+                let described = descriptions(buffer, passed: options.packetDescriptions)
+                switch codec.decode(buffer, descriptions: described, into: &slot.staging, capacity: &slot.capacityFrames) {
                 case .success(let n): decoded = n
                 case .failure(let error): return .failure(error)
                 }
@@ -684,6 +700,7 @@ final class AudioQueueObject: @unchecked Sendable {
         engine.wakeup.signal()
         if !isCallbackThread { threadDone.wait(timeout: 5) }
         _ = liveQueues.remove(ref)
+        liveTimelines.removeAll { $0.queue === self || $0.queue == nil }
         return noErr
     }
 

@@ -2,6 +2,10 @@ internal import AudioCodecs
 import Synchronization
 
 // Apple's AudioConverter.h with Swift signatures.
+//
+// An AudioConverterRef that is not a live converter (disposed, never one, or another kind of
+// reference) gets `kAudio_ParamError`: AudioConverter.h has no error of its own for it.
+// References are never reused, so a disposed one stays invalid for the life of the process.
 
 public typealias AudioConverterRef = OpaquePointer
 public typealias AudioConverterPropertyID = UInt32
@@ -61,7 +65,7 @@ public let kAudioConverterQuality_Low: UInt32 = 0x20
 public let kAudioConverterQuality_Min: UInt32 = 0
 
 /// An AudioConverter: the core, plus the list it hands to the input callback.
-final class AudioConverterObject: @unchecked Sendable {
+final class AudioConverterObject: ReferencedObject, @unchecked Sendable {
     let core: ConverterCore
     /// Handed to the input callback; the callback points its buffers at its own memory.
     private let inputList: UnsafeMutableAudioBufferListPointer
@@ -73,7 +77,8 @@ final class AudioConverterObject: @unchecked Sendable {
 
     deinit { inputList.unsafeMutablePointer.deallocate() }
 
-    var ref: AudioConverterRef { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+    /// The ``AudioConverterRef`` handed to the user, never reused (``newObjectReference(_:)``).
+    let ref: AudioConverterRef = newObjectReference(.audioConverter)
 
     /// Pulls input until `enough()` or the input ends or fails; returns the callback's error.
     func pull(_ proc: AudioConverterComplexInputDataProc, _ userData: UnsafeMutableRawPointer?, want: Int, enough: () -> Bool) throws(AudioFailure) -> OSStatus {

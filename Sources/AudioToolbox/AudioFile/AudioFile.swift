@@ -2,6 +2,10 @@ public import Foundation
 import Synchronization
 
 // Apple's AudioFile.h functions, with Swift signatures as Apple's SDK imports them.
+//
+// An AudioFileID that is not an open file (closed, never one, or another kind of reference) gets
+// `kAudioFileNotOpenError` (AudioFile.h: "The file is closed"). IDs are never reused, so a closed
+// one stays invalid for the life of the process.
 
 private let lastReason = Mutex<String>("")
 

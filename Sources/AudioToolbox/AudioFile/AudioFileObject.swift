@@ -6,7 +6,7 @@ import Synchronization
 
 /// An open AudioFile: its container behind a lock (Apple's AudioFile calls may come from any
 /// thread), reachable from an ``AudioFileID`` only while it is open.
-final class AudioFileObject: @unchecked Sendable {
+final class AudioFileObject: ReferencedObject, @unchecked Sendable {
     private let lock = NSLock()
     private let container: any AudioFileContainer
     let permissions: AudioFilePermissions
@@ -18,7 +18,9 @@ final class AudioFileObject: @unchecked Sendable {
         self.permissions = permissions
     }
 
-    var id: AudioFileID { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+    /// The ``AudioFileID`` handed to the user, never reused (``newObjectReference(_:)``).
+    let ref: AudioFileID = newObjectReference(.audioFile)
+    var id: AudioFileID { ref }
 
     /// Runs `body` on the container under the lock; a failure becomes its status.
     func with(_ body: (any AudioFileContainer) throws(AudioFailure) -> Void) -> OSStatus {

@@ -2,6 +2,10 @@ public import Foundation
 import Synchronization
 
 // Apple's ExtendedAudioFile.h with Swift signatures.
+//
+// An ExtAudioFileRef that is not an open ExtAudioFile (disposed, never one, or another kind of
+// reference) gets `kAudio_ParamError`: ExtendedAudioFile.h has no error of its own for it.
+// References are never reused, so a disposed one stays invalid for the life of the process.
 
 public typealias ExtAudioFileRef = OpaquePointer
 public typealias ExtAudioFilePropertyID = UInt32

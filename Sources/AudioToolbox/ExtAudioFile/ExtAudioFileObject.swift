@@ -3,7 +3,7 @@ import CoreAudioTypes
 /// An ExtAudioFile: an AudioFile plus a converter between its format and the client's.
 /// Positions are in the file's sample frames, as Apple's (QA1609); priming and remainder frames
 /// of compressed files are trimmed, so reads return exactly the valid frames.
-final class ExtAudioFileObject: @unchecked Sendable {
+final class ExtAudioFileObject: ReferencedObject, @unchecked Sendable {
     let file: AudioFileObject
     let fileID: AudioFileID
     let ownsFile: Bool
@@ -28,7 +28,8 @@ final class ExtAudioFileObject: @unchecked Sendable {
     private var writtenClientFrames: Int64 = 0
     private var cookieWritten = false
 
-    var ref: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+    /// The ``ExtAudioFileRef`` handed to the user, never reused (``newObjectReference(_:)``).
+    let ref: ExtAudioFileRef = newObjectReference(.extAudioFile)
 
     init(file: AudioFileObject, ownsFile: Bool, forWriting: Bool) throws(AudioFailure) {
         self.file = file
