@@ -25,6 +25,10 @@ package struct HALStreamRequest: Sendable {
     /// Report the server's cork and uncork requests for this stream through the backend's
     /// ``HALEvents`` (the audio session's own stream).
     package var reportsPolicyEvents = false
+    /// `false` for a stream that only stands for something to the server and never carries
+    /// sound a listener hears (the session's policy stream, the trigger that ducks others): it
+    /// stays off the real-time thread.
+    package var carriesSound = true
     /// The device's server name, or `nil` for the default device.
     package var device: String?
 
@@ -164,4 +168,9 @@ package protocol AudioBackend: AnyObject, Sendable {
     func inputDevice(named name: String?) throws(HALError) -> HALDeviceInfo
     func openOutput(_ request: HALStreamRequest, source: HALStreamClient) throws(HALError) -> any HALStream
     func openInput(_ request: HALStreamRequest, sink: HALStreamClient) throws(HALError) -> any HALStream
+    /// Ducks other clients' music and video playback (and playback that names no role) while
+    /// `on`, by the server's own policy, so that it ends when this process's connection does,
+    /// however the process ends; `device` is where this process plays (`nil`: the default). This
+    /// process's own streams are not ducked.
+    func setDuckingOthers(_ on: Bool, device: String?) throws(HALError)
 }

@@ -28,6 +28,8 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
     /// The control connection's main loop and context, for the queries below and in extensions.
     var mainloop: OpaquePointer { control.mainloop }
     var context: OpaquePointer { control.context }
+    /// The stream that makes the server duck others while it lives (``setDuckingOthers(_:device:)``).
+    let duckTrigger = Mutex<(any HALStream)?>(nil)
 
     /// Connects to the server at `server` (a libpulse server string), or the default one.
     package init(server: String? = nil, applicationName: String = ProcessInfo.processInfo.processName) throws(HALError) {

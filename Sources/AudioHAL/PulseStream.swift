@@ -13,9 +13,9 @@ import Glibc
 final class PulseStream: HALStream, @unchecked Sendable {
     let backend: PulseBackend
     /// The connection the stream lives on: the audio connection (the real-time server thread),
-    /// except for the audio session's policy stream, which never plays and only hears the
-    /// server's cork requests: libpulse allocates to parse those, so it lives on the control
-    /// connection.
+    /// except for streams that carry no sound (``HALStreamRequest/carriesSound``): the audio
+    /// session's policy stream, which only hears the server's cork requests (libpulse allocates
+    /// to parse those), and the trigger that makes the server duck others.
     let connection: PulseConnection
     let format: HALStreamFormat
     private(set) var device: HALDeviceInfo
@@ -52,7 +52,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
 
     init(backend: PulseBackend, request: HALStreamRequest, playback: (HALStreamClient)?, capture: (HALStreamClient)?) throws(HALError) {
         self.backend = backend
-        self.connection = request.reportsPolicyEvents ? backend.control : backend.audio
+        self.connection = request.carriesSound ? backend.audio : backend.control
         self.format = request.format
         self.playback = playback
         self.capture = capture

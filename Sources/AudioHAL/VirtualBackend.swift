@@ -35,6 +35,14 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
         return stream
     }
 
+    /// Whether the process asked to duck others (``setDuckingOthers(_:device:)``).
+    package var isDuckingOthers: Bool { ducking.load(ordering: .relaxed) }
+    private let ducking = Atomic<Bool>(false)
+
+    /// There are no other clients on the virtual backend: the request is recorded (for tests,
+    /// ``isDuckingOthers``) and nothing is lowered.
+    package func setDuckingOthers(_ on: Bool, device: String?) throws(HALError) { ducking.store(on, ordering: .relaxed) }
+
     package func openInput(_ request: HALStreamRequest, sink: HALStreamClient) throws(HALError) -> any HALStream {
         let stream = VirtualStream(backend: self, request: request, source: nil, sink: sink)
         lock.withLock { $0.append(stream) }

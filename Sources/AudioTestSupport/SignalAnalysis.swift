@@ -46,6 +46,31 @@ public enum SignalAnalysis {
         return rms > 0 ? max(-160, 20 * log10(rms)) : -160
     }
 
+    /// The level of the `frequency` component of `x` in dBFS RMS (a sine's RMS level; −160 for
+    /// none), from one DFT term: tones with whole periods in `x` do not leak into each other.
+    public static func toneDB(_ x: ArraySlice<Float>, frequency: Double, sampleRate: Double) -> Double {
+        guard !x.isEmpty else { return -160 }
+        var re = 0.0, im = 0.0
+        for (n, sample) in x.enumerated() {
+            let phase = 2 * Double.pi * frequency * Double(n) / sampleRate
+            re += Double(sample) * cos(phase)
+            im -= Double(sample) * sin(phase)
+        }
+        let rms = 2 * (re * re + im * im).squareRoot() / Double(x.count) / 2.0.squareRoot()
+        return rms > 0 ? max(-160, 20 * log10(rms)) : -160
+    }
+
+    /// The median of ``toneDB(_:frequency:sampleRate:)`` (or of ``rmsDB(_:)`` for a `nil`
+    /// frequency) over consecutive windows of `window` samples of `x`: a gap in one window (a
+    /// stream that ran dry on a loaded machine) does not move it.
+    public static func medianDB(_ x: ArraySlice<Float>, window: Int, frequency: Double? = nil, sampleRate: Double = 48000) -> Double {
+        let levels = stride(from: x.startIndex, through: x.endIndex - window, by: window).map { start in
+            let part = x[start..<(start + window)]
+            return frequency.map { toneDB(part, frequency: $0, sampleRate: sampleRate) } ?? rmsDB(part)
+        }.sorted()
+        return levels.isEmpty ? -160 : levels[levels.count / 2]
+    }
+
     /// The longest run of samples with magnitude below `threshold`, in samples.
     public static func longestGap(_ x: ArraySlice<Float>, threshold: Float) -> Int {
         var longest = 0

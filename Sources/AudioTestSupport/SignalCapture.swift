@@ -83,13 +83,17 @@ public final class SignalCapture: @unchecked Sendable {
 public final class SignalPlayer: @unchecked Sendable {
     private let child: ChildProcess
 
-    public init(server: PrivatePulseServer, device: String, samples: [Float], sampleRate: Int, channels: Int = 1, properties: [String: String] = [:]) throws {
+    /// `latencyMsec` is the stream's buffer: longer rides out a loaded machine without gaps.
+    public init(
+        server: PrivatePulseServer, device: String, samples: [Float], sampleRate: Int, channels: Int = 1, properties: [String: String] = [:],
+        latencyMsec: Int = 20
+    ) throws {
         guard let pacat = PrivatePulseServer.which("pacat") else { throw PrivatePulseServer.Failure(description: "pacat is not installed") }
         let file = server.directory.appendingPathComponent("play-\(UInt32.random(in: 0...UInt32.max)).raw").path
         try samples.withUnsafeBufferPointer { Data(buffer: $0) }.write(to: URL(fileURLWithPath: file))
         child = try ChildProcess(pacat, [
             "--playback", "--device=\(device)", "--raw", "--format=float32le", "--rate=\(sampleRate)", "--channels=\(channels)",
-            "--latency-msec=20", file,
+            "--latency-msec=\(latencyMsec)", file,
         ] + properties.map { "--property=\($0.key)=\($0.value)" }, environment: server.environment)
     }
 

@@ -106,6 +106,7 @@ package enum AudioSessionHost {
                 startCorked: true, device: state.withLock { $0.outputDevice })
             var policyRequest = request
             policyRequest.reportsPolicyEvents = true
+            policyRequest.carriesSound = false
             let stream = try backend.openOutput(policyRequest, source: SilentSource(channels: channels))
             state.withLock { $0.stream = stream }
             return AudioSessionGrant(

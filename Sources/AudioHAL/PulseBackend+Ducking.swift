@@ -1,0 +1,223 @@
+internal import CPulseAudio
+import Foundation
+import Synchronization
+
+/// Ducking other clients, done by the server: PulseAudio's `module-role-ducking`.
+///
+/// While a process ducks, it keeps one *trigger stream*: a playback stream of silence, uncorked
+/// (the module counts only streams that are neither corked nor muted), whose `media.role` is
+/// ``duckTriggerRole``. The module instance this backend relies on (``duckModuleArguments``) lowers
+/// every playback stream whose role is `music` or `video`, or that has none (`no_role`), to 20 %
+/// on the server's volume scale (a cubic scale: −41.9 dB; the module's own default is −20 dB) as
+/// long as a trigger stream exists on any sink (`global=true`),
+/// and lifts it as soon as the last one goes. The server removes a client's streams when its
+/// connection ends, so a process that is killed, crashes or exits leaves no one ducked.
+///
+/// The process's own playback is not ducked by its own session: a session that ducks others is
+/// mixable, and the streams of a mixable session carry the role `game`, which the module leaves
+/// alone (its streams opened earlier under another category keep their role, as every stream
+/// keeps the properties it opened with).
+///
+/// The module stays loaded when this client disconnects; the next process that ducks finds it.
+/// A server whose configuration already loads `module-role-ducking` for something else (it loads
+/// only once) gets its instance reloaded with this library's group added, its own groups and
+/// settings kept (`global` included: where it is off, ducking covers the sink this process plays
+/// on).
+extension PulseBackend {
+    /// The `media.role` of trigger streams: a role of its own, so that nothing else triggers the
+    /// ducking and `module-role-cork` (which acts on `phone`) ignores it.
+    static let duckTriggerRole = "duck-others"
+    static let duckModule = "module-role-ducking"
+    /// The roles ducked: those of other applications' media and of streams without a role.
+    static let duckedRoles = "no_role,music,video"
+    /// The level ducked streams are lowered to, as the module reads it: 20 % of the server's
+    /// volume scale.
+    static let duckVolume = "20%"
+    static var duckModuleArguments: String {
+        "trigger_roles=\(duckTriggerRole) ducking_roles=\(duckedRoles) global=true volume=\(duckVolume)"
+    }
+
+    /// Starts or ends ducking others: makes sure the server's ducking module is loaded, then opens
+    /// the trigger stream (on `device`), or closes it. Idempotent. The corresponding PulseAudio
+    /// calls are `pa_context_get_module_info_list`, `pa_context_load_module` and a playback
+    /// stream's connection.
+    package func setDuckingOthers(_ on: Bool, device: String?) throws(HALError) {
+        if !on {
+            let stream = duckTrigger.withLock { s -> (any HALStream)? in
+                defer { s = nil }
+                return s
+            }
+            stream?.close()
+            return
+        }
+        let result = duckTrigger.withLock { s -> Result<Void, HALError> in
+            if s != nil { return .success(()) }
+            do throws(HALError) {
+                try ensureDuckingModule()
+                var request = HALStreamRequest(
+                    format: HALStreamFormat(sampleRate: 48000, channels: 1), bufferDuration: 0.5, name: "duck others",
+                    properties: ["media.role": Self.duckTriggerRole, "media.name": "duck others"], startCorked: false, device: device)
+                request.carriesSound = false
+                s = try openOutput(request, source: SilenceSource())
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// Loads the ducking module if no loaded instance has ``duckTriggerRole`` among its trigger
+    /// roles; an instance loaded for something else is reloaded with this library's group added.
+    private func ensureDuckingModule() throws(HALError) {
+        let loaded = modules(named: Self.duckModule)
+        if loaded.contains(where: { Self.triggerRoles(of: $0.argument).contains(Self.duckTriggerRole) }) { return }
+        if let other = loaded.first {
+            guard let merged = Self.argumentsAddingDuckGroup(to: other.argument) else {
+                throw HALError(.notSupported, "the server's \(Self.duckModule) (\(other.argument)) cannot take another group")
+            }
+            try unloadModule(other.index)
+            do {
+                _ = try loadModule(Self.duckModule, merged)
+            } catch {
+                _ = try? loadModule(Self.duckModule, other.argument)  // put the server's own back
+                throw error
+            }
+            return
+        }
+        do {
+            _ = try loadModule(Self.duckModule, Self.duckModuleArguments)
+        } catch {
+            // Another process may have loaded it meanwhile (the module loads only once).
+            if modules(named: Self.duckModule).contains(where: { Self.triggerRoles(of: $0.argument).contains(Self.duckTriggerRole) }) { return }
+            throw error
+        }
+    }
+
+    // MARK: Module arguments
+
+    /// A module argument string (`key=value key2="a b"`) as a dictionary, `nil` if malformed.
+    static func moduleArguments(_ text: String) -> [String: String]? {
+        var result: [String: String] = [:]
+        var rest = Substring(text)
+        while true {
+            rest = rest.drop { $0 == " " || $0 == "\t" || $0 == "\n" }
+            guard !rest.isEmpty else { return result }
+            guard let equals = rest.firstIndex(of: "=") else { return nil }
+            let key = String(rest[..<equals])
+            rest = rest[rest.index(after: equals)...]
+            if let quote = rest.first, quote == "\"" || quote == "'" {
+                rest = rest.dropFirst()
+                guard let end = rest.firstIndex(of: quote) else { return nil }
+                result[key] = String(rest[..<end])
+                rest = rest[rest.index(after: end)...]
+            } else {
+                let end = rest.firstIndex { $0 == " " || $0 == "\t" || $0 == "\n" } ?? rest.endIndex
+                result[key] = String(rest[..<end])
+                rest = rest[end...]
+            }
+        }
+    }
+
+    /// Every trigger role of a `module-role-ducking` argument string, across its groups (`phone`,
+    /// the module's default, when none is given).
+    static func triggerRoles(of arguments: String) -> Set<String> {
+        guard let roles = moduleArguments(arguments)?["trigger_roles"] else { return ["phone"] }
+        return Set(roles.split(whereSeparator: { $0 == "," || $0 == "/" }).map(String.init))
+    }
+
+    /// Another instance's arguments with this library's group appended (groups are separated by
+    /// `/` in trigger roles, ducking roles and volumes alike; the module's defaults fill what the
+    /// instance leaves out). `nil` when they cannot be read.
+    static func argumentsAddingDuckGroup(to arguments: String) -> String? {
+        guard var args = moduleArguments(arguments) else { return nil }
+        let triggers = args["trigger_roles"] ?? "phone"
+        let groups = triggers.split(separator: "/", omittingEmptySubsequences: false).count
+        let ducked = args["ducking_roles"] ?? Array(repeating: "music,video", count: groups).joined(separator: "/")
+        let volumes = args["volume"] ?? Array(repeating: "-20dB", count: groups).joined(separator: "/")
+        guard ducked.split(separator: "/", omittingEmptySubsequences: false).count == groups,
+            volumes.split(separator: "/", omittingEmptySubsequences: false).count == groups
+        else { return nil }
+        args["trigger_roles"] = triggers + "/" + duckTriggerRole
+        args["ducking_roles"] = ducked + "/" + duckedRoles
+        args["volume"] = volumes + "/" + duckVolume
+        return args.sorted { $0.key < $1.key }.map { "\($0.key)=\"\($0.value)\"" }.joined(separator: " ")
+    }
+
+    // MARK: Modules
+
+    /// The loaded modules called `name`: index and argument string. The corresponding PulseAudio
+    /// call is `pa_context_get_module_info_list`.
+    func modules(named name: String) -> [(index: UInt32, argument: String)] {
+        final class Box: @unchecked Sendable {
+            let mainloop: OpaquePointer
+            let name: String
+            var found: [(index: UInt32, argument: String)] = []
+            init(_ mainloop: OpaquePointer, _ name: String) {
+                self.mainloop = mainloop
+                self.name = name
+            }
+        }
+        let box = Box(mainloop, name)
+        locked {
+            self.await(pa_context_get_module_info_list(context, { _, info, eol, ud in
+                let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
+                if eol == 0, let i = info?.pointee, let n = i.name, String(cString: n) == box.name {
+                    box.found.append((i.index, i.argument.map { String(cString: $0) } ?? ""))
+                }
+                if eol != 0 { pa_threaded_mainloop_signal(box.mainloop, 0) }
+            }, Unmanaged.passUnretained(box).toOpaque()))
+        }
+        return box.found
+    }
+
+    /// Loads a module into the server and returns its index. The corresponding PulseAudio call is
+    /// `pa_context_load_module`.
+    func loadModule(_ name: String, _ arguments: String) throws(HALError) -> UInt32 {
+        final class Box: @unchecked Sendable {
+            let mainloop: OpaquePointer
+            var index = UInt32.max
+            init(_ mainloop: OpaquePointer) { self.mainloop = mainloop }
+        }
+        let box = Box(mainloop)
+        let code = locked { () -> Int32 in
+            self.await(pa_context_load_module(context, name, arguments, { _, index, ud in
+                let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
+                box.index = index
+                pa_threaded_mainloop_signal(box.mainloop, 0)
+            }, Unmanaged.passUnretained(box).toOpaque()))
+            return box.index == UInt32.max ? pa_context_errno(context) : 0
+        }
+        guard box.index != UInt32.max else {
+            throw HALError(.notSupported, code: code, "the server cannot load \(name) \(arguments): \(Self.message(code))")
+        }
+        return box.index
+    }
+
+    /// Unloads a module. The corresponding PulseAudio call is `pa_context_unload_module`.
+    func unloadModule(_ index: UInt32) throws(HALError) {
+        final class Box: @unchecked Sendable {
+            let mainloop: OpaquePointer
+            var success = false
+            init(_ mainloop: OpaquePointer) { self.mainloop = mainloop }
+        }
+        let box = Box(mainloop)
+        let code = locked { () -> Int32 in
+            self.await(pa_context_unload_module(context, index, { _, success, ud in
+                let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
+                box.success = success != 0
+                pa_threaded_mainloop_signal(box.mainloop, 0)
+            }, Unmanaged.passUnretained(box).toOpaque()))
+            return box.success ? 0 : pa_context_errno(context)
+        }
+        guard box.success else { throw HALError(.notSupported, code: code, "the server cannot unload module \(index): \(Self.message(code))") }
+    }
+}
+
+/// The trigger stream's source: silence, for as long as it plays. No allocation.
+private final class SilenceSource: HALStreamClient, @unchecked Sendable {
+    override func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int {
+        output.update(repeating: 0, count: frames)
+        return frames
+    }
+}
