@@ -14,8 +14,12 @@ public import Foundation
 ///   buffer duration reopens the running queues' streams too (losing one buffer's worth).
 /// - The route is the default sink and source; their active port type (or `device.form_factor`
 ///   where there are no ports) gives Apple's port type.
-/// - `duckOthers` lowers other clients' music and video streams to 20 % of their volume on the
-///   server's scale (module-role-ducking's default level, −42 dB) while the session is active.
+/// - `duckOthers` lowers other clients' music and video streams (and those without a role) to
+///   20 % of their volume on the server's scale (cubic: −41.9 dB) while the session is active.
+///   The server does it (PulseAudio's `module-role-ducking`, loaded if absent), keyed to a stream
+///   of this process, so a process that dies leaves no one ducked; the process's own streams
+///   (role `game`, as the session is mixable) are not ducked. A server that cannot duck makes
+///   activation fail with `mediaServicesFailed`.
 /// - Notifications are posted on the session's event thread, not the main thread.
 public final class AVAudioSession: NSObject, @unchecked Sendable {
     private static let shared = AVAudioSession()
@@ -304,18 +308,32 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         let exclusive = locked { Self.isExclusive(_category, _options) }
         // Sessions already active are older: they do not interrupt this one.
         let older = exclusive ? AudioSessionHost.exclusiveSessions() : []
-        do {
+        do throws(AudioFailure) {
             let granted = try AudioSessionHost.activate(
                 sampleRate: sampleRate, channels: outputChannels, ioBufferDuration: ioDuration, exclusive: exclusive)
+            let duck = locked { _options.contains(.duckOthers) }
+            // Whether others play is asked before they are ducked.
+            let playing = AudioSessionHost.otherAudioPlaying()
+            if duck {
+                do throws(AudioFailure) {
+                    try AudioSessionHost.duckOthers()
+                } catch {
+                    AudioSessionHost.deactivate()
+                    locked {
+                        self.active = false
+                        grant = nil
+                    }
+                    throw error
+                }
+            } else {
+                AudioSessionHost.unduckOthers()
+            }
             locked { olderSessions = older }
             lock.lock()
             self.active = true
             grant = granted
-            let duck = _options.contains(.duckOthers)
+            otherAudioWasPlaying = playing
             lock.unlock()
-            let playing = AudioSessionHost.otherAudioPlaying()
-            locked { otherAudioWasPlaying = playing }
-            if duck { AudioSessionHost.duckOthers() } else { AudioSessionHost.unduckOthers() }
             if locked({ lastRoute == nil }) {
                 let route = currentRoute
                 locked {

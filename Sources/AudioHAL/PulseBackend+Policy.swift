@@ -15,7 +15,8 @@ package struct HALPlaybackStream: Sendable {
 }
 
 extension PulseBackend {
-    /// Playback streams of other clients (this process's own, on either connection, are left out).
+    /// Playback streams of other clients (this process's own, on either connection, are left out,
+    /// and so are the silent trigger streams of processes that duck others: they play nothing).
     package func otherPlaybackStreams() -> [HALPlaybackStream] {
         final class Box: @unchecked Sendable {
             let mainloop: OpaquePointer
@@ -31,8 +32,9 @@ extension PulseBackend {
             let box = Box(mainloop: mainloop, mine: mine)
             self.await(pa_context_get_sink_input_info_list(context, { _, info, eol, ud in
                 let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
-                if eol == 0, let i = info?.pointee, i.client != box.mine.0, i.client != box.mine.1 {
-                    let properties = PulseBackend.properties(i.proplist)
+                if eol == 0, let i = info?.pointee, i.client != box.mine.0, i.client != box.mine.1,
+                    case let properties = PulseBackend.properties(i.proplist), properties["media.role"] != PulseBackend.duckTriggerRole
+                {
                     var volume = i.volume
                     box.streams.append(HALPlaybackStream(
                         index: i.index, role: properties["media.role"], corked: i.corked != 0, muted: i.mute != 0,
@@ -42,19 +44,6 @@ extension PulseBackend {
                 if eol != 0 { pa_threaded_mainloop_signal(box.mainloop, 0) }
             }, Unmanaged.passUnretained(box).toOpaque()))
             return box.streams
-        }
-    }
-
-    /// Sets another client's playback stream to `volume` (the server's scale, as
-    /// ``HALPlaybackStream/volume``) on every channel; the server's `pa_context_set_sink_input_volume`.
-    package func setPlaybackStreamVolume(index: UInt32, channels: Int, volume: Double) {
-        locked {
-            var cv = pa_cvolume()
-            let raw = pa_volume_t(min(max(volume, 0), 4) * Double(PA_VOLUME_NORM))
-            pa_cvolume_set(&cv, UInt32(max(channels, 1)), raw)
-            self.await(pa_context_set_sink_input_volume(context, index, &cv, { _, _, ud in
-                pa_threaded_mainloop_signal(OpaquePointer(ud), 0)
-            }, UnsafeMutableRawPointer(mainloop)))
         }
     }
 

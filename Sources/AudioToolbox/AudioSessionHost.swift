@@ -155,33 +155,23 @@ package enum AudioSessionHost {
         ((try? HAL.backend()) as? PulseBackend)?.defaultOutputVolume()
     }
 
-    private static let ducked = Mutex<[(index: UInt32, channels: Int, volume: Double)]>([])
-
-    /// The duck level of PulseAudio's module-role-ducking (its default `volume=20%`): other
-    /// clients' music and video streams are set to this fraction of their volume.
-    package static let duckLevel = 0.2
-
-    /// Lowers other clients' music and video streams (and streams without a role) to
-    /// ``duckLevel`` of their volume, remembering what to restore.
-    package static func duckOthers() {
-        guard let backend = (try? HAL.backend()) as? PulseBackend else { return }
-        unduckOthers()
-        var saved: [(index: UInt32, channels: Int, volume: Double)] = []
-        for stream in backend.otherPlaybackStreams() where stream.role == nil || stream.role == "music" || stream.role == "video" {
-            saved.append((stream.index, stream.channels, stream.volume))
-            backend.setPlaybackStreamVolume(index: stream.index, channels: stream.channels, volume: stream.volume * duckLevel)
+    /// Ducks other clients' music, video and role-less playback while the session is active
+    /// (``AudioBackend/setDuckingOthers(_:device:)``): the server does it while a stream of this
+    /// process asks for it, and undoes it when that stream ends: by ``unduckOthers()``, or with
+    /// the process's connection when the process dies, however it dies. Throws
+    /// `kAudioQueueErr_InvalidDevice` without a server, `kAudioQueueErr_CannotStart` when the
+    /// server refuses.
+    package static func duckOthers() throws(AudioFailure) {
+        do {
+            try HAL.backend().setDuckingOthers(true, device: state.withLock { $0.outputDevice })
+        } catch {
+            throw AudioFailure(error.kind == .noServer ? kAudioQueueErr_InvalidDevice : kAudioQueueErr_CannotStart, "cannot duck others: \(error)")
         }
-        ducked.withLock { $0 = saved }
     }
 
-    /// Restores what ``duckOthers()`` lowered (streams that ended meanwhile are gone anyway).
+    /// Ends what ``duckOthers()`` started.
     package static func unduckOthers() {
-        let saved = ducked.withLock { s -> [(index: UInt32, channels: Int, volume: Double)] in
-            defer { s = [] }
-            return s
-        }
-        guard !saved.isEmpty, let backend = (try? HAL.backend()) as? PulseBackend else { return }
-        for s in saved { backend.setPlaybackStreamVolume(index: s.index, channels: s.channels, volume: s.volume) }
+        try? HAL.backend().setDuckingOthers(false, device: nil)
     }
 
     /// Whether the server still has an output device of that name.
@@ -282,6 +272,8 @@ extension AudioSessionHost {
             if raised.contains(.streams) { event.insert(.otherSessions) }
             if raised.contains(.serverLost) {
                 event.insert(.serverLost)
+                // The ducking went with the connection; its stream is let go with the backend.
+                try? backend.setDuckingOthers(false, device: nil)
                 HAL.discard(backend)
                 let dead = state.withLock { s -> (any HALStream)? in
                     defer { s.stream = nil }

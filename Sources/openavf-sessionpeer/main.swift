@@ -2,7 +2,10 @@
 // playback session, plays a quiet tone through an audio queue for the given seconds, then
 // deactivates and exits. Prints "active" once its session is active.
 //
-// usage: openavf-sessionpeer <seconds>
+// In "duck" mode it activates a playback session that ducks others and plays nothing (a test
+// kills it while it ducks).
+//
+// usage: openavf-sessionpeer [duck] <seconds>
 import AVFAudio
 import Foundation
 
@@ -21,14 +24,24 @@ final class Tone: @unchecked Sendable {
     }
 }
 
-let seconds = CommandLine.arguments.count > 1 ? Double(CommandLine.arguments[1]) ?? 2 : 2
+var arguments = Array(CommandLine.arguments.dropFirst())
+let ducks = arguments.first == "duck"
+if ducks { arguments.removeFirst() }
+let seconds = arguments.first.flatMap(Double.init) ?? 2
 let session = AVAudioSession.sharedInstance()
 do {
-    try session.setCategory(.playback)
+    try session.setCategory(.playback, options: ducks ? .duckOthers : [])
     try session.setActive(true)
 } catch {
     FileHandle.standardError.write(Data("openavf-sessionpeer: \(error)\n".utf8))
     exit(1)
+}
+if ducks {
+    let line = Array("active\n".utf8)
+    _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    Thread.sleep(forTimeInterval: seconds)  // ducking for a while; the test kills it meanwhile
+    try? session.setActive(false)
+    exit(0)
 }
 let tone = Tone()
 var format = AudioStreamBasicDescription(
