@@ -85,6 +85,10 @@ final class PulseStream: HALStream, @unchecked Sendable {
         // No PA_STREAM_AUTO_TIMING_UPDATE: libpulse would allocate an operation on the server thread
         // for each update; the owner calls refreshTiming() from its own thread instead.
         var flags = PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
+        let experiment = getenv("OPENAVF_EXPERIMENT").map { String(cString: $0) } ?? ""
+        if experiment.contains("noadjust") { flags &= ~PA_STREAM_ADJUST_LATENCY.rawValue }
+        if experiment.contains("early") { flags = (flags & ~PA_STREAM_ADJUST_LATENCY.rawValue) | PA_STREAM_EARLY_REQUESTS.rawValue }
+        if experiment.contains("minreq4"), isPlayback { attr.minreq = bytes / 4 }
         if request.startCorked { flags |= PA_STREAM_START_CORKED.rawValue }
 
         let me = Unmanaged.passRetained(self)

@@ -14,7 +14,12 @@ public final class SignalCapture: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     /// Starts capturing `device` (a source name such as `speaker.monitor`); returns once data flows.
-    public init(server: PrivatePulseServer, device: String, sampleRate: Int = 48000, channels: Int = 1, latencyMsec: Int = 10) throws {
+    public convenience init(server: PrivatePulseServer, device: String, sampleRate: Int = 48000, channels: Int = 1, latencyMsec: Int = 10) throws {
+        try self.init(environment: server.environment, device: device, sampleRate: sampleRate, channels: channels, latencyMsec: latencyMsec)
+    }
+
+    /// Starts capturing `device` of the server `environment` names (`PULSE_SERVER`…).
+    public init(environment: [String: String], device: String, sampleRate: Int = 48000, channels: Int = 1, latencyMsec: Int = 10) throws {
         self.sampleRate = sampleRate
         self.channels = channels
         guard let parec = PrivatePulseServer.which("parec") else { throw PrivatePulseServer.Failure(description: "parec is not installed") }
@@ -22,7 +27,7 @@ public final class SignalCapture: @unchecked Sendable {
         child = try ChildProcess(parec, [
             "--device=\(device)", "--raw", "--format=float32le", "--rate=\(sampleRate)", "--channels=\(channels)",
             "--latency-msec=\(latencyMsec)",
-        ], environment: server.environment, stdout: .descriptor(pipe.write))
+        ], environment: environment, stdout: .descriptor(pipe.write))
         close(pipe.write)
         let fd = pipe.read
         Thread { [self] in

@@ -164,6 +164,7 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
 
     private func callbackThreadMain() {
         nameCurrentThread(isOutput ? "AudioQueue output" : "AudioQueue input")
+        raiseCurrentThreadPriority()
         // Sleeps until there is work: a finished buffer, a stop's progress, posted work or dispose
         // all signal the wake-up. Nothing here runs on a timer.
         while alive.load(ordering: .acquiring) {

@@ -15,7 +15,8 @@ enum Bench {
 
     static func main(_ arguments: [String]) {
         let short = arguments.contains("--short")
-        // `--only latency|underruns|cpu|convert|player` runs one section (for profiling one figure).
+        // `--only latency|underruns|cpu|convert|player` runs one section (for profiling one figure);
+        // `underruns` is the dropout count on the sink.
         let only = arguments.firstIndex(of: "--only").flatMap { i in i + 1 < arguments.count ? arguments[i + 1] : nil }
         func wanted(_ section: String) -> Bool { only == nil || only == section }
         var failures: [String] = []
@@ -42,45 +43,53 @@ enum Bench {
 
         // 1. Round-trip latency.
         if wanted("latency") {
-        say("")
-        say("Round-trip latency, output queue → speaker → monitor → input queue (median of clicks, 2 output buffers),")
-        say("beside pacat | parec at the same --latency-msec, fed at its best (each chunk when due, reads as they come)")
-        say("and fed like a two-buffer queue (one chunk ahead, reads of whole chunks):")
-        say("  buffer   queues ms   pacat|parec best   ratio (target ≤ 1.25)   pacat|parec queue-like   ratio")
-        let latencySeconds = short ? 2.0 : 5.0
-        for ms in [5, 10, 30] {
-            do {
-                let ours = try LatencyBench.queues(milliseconds: ms, seconds: latencySeconds)
-                let best = try LatencyBench.pacatParec(server: handle, milliseconds: ms, seconds: latencySeconds)
-                let alike = try LatencyBench.pacatParec(server: handle, milliseconds: ms, seconds: latencySeconds, chunksAhead: 1, blockReads: true)
-                guard let ours, let best, let alike else {
-                    failures.append("latency at \(ms) ms: clicks were not seen")
-                    say(String(format: "  %3d ms   %@", ms, "no clicks seen"))
-                    continue
+            say("")
+            say("Round-trip latency, output queue (K = 2 buffers of N ms) → speaker → monitor → input queue (buffers of N ms), median of clicks;")
+            say("bound = the pattern's own: (K − 1)·N ahead + the output's granted server buffer + N to fill an input buffer + one capture period;")
+            say("anchor = pacat | parec at --latency-msec=N fed like the queues (one chunk ahead, reads of whole chunks):")
+            say("  N ms   session   queues ms   bound ms   − bound (target ≤ +1)   pacat|parec ms   ratio (target ≤ 1; without session at 30 ms)")
+            let latencySeconds = short ? 2.0 : 5.0
+            for ms in [5, 10, 30] {
+                do {
+                    let alike = try LatencyBench.pacatParec(server: handle, milliseconds: ms, seconds: latencySeconds, chunksAhead: 1, blockReads: true)
+                    for session in [true, false] {
+                        guard let ours = try LatencyBench.queues(milliseconds: ms, seconds: latencySeconds, session: session), let alike else {
+                            failures.append("latency at \(ms) ms: clicks were not seen")
+                            say(String(format: "  %3d ms   %@", ms, "no clicks seen"))
+                            continue
+                        }
+                        let bound = ours.bound(buffers: 2, milliseconds: ms)
+                        say(String(format: "  %4d   %-7@   %9.1f   %8.1f   %+21.1f   %14.1f   %@", ms, session ? "yes" : "no", ours.milliseconds, bound,
+                                   ours.milliseconds - bound, alike, ratio(ours.milliseconds, alike)))
+                    }
+                } catch {
+                    failures.append("latency at \(ms) ms: \(error)")
                 }
-                say(String(format: "  %3d ms   %9.1f   %16.1f   %21@   %22.1f   %5@", ms, ours, best, ratio(ours, best), alike, ratio(ours, alike)))
-            } catch {
-                failures.append("latency at \(ms) ms: \(error)")
             }
         }
 
-        }
-
-        // 2. Underruns at 10 ms with both cores busy.
+        // 2. Dropouts a listener hears, counted on the sink.
         if wanted("underruns") {
-        say("")
-        let loadSeconds = short ? 5.0 : 60.0
-        do {
-            let load = try PlaybackBench.loadCores(ProcessInfo.processInfo.activeProcessorCount)
-            defer { for child in load { child.terminate() } }
-            let result = try PlaybackBench.play(milliseconds: 10, seconds: loadSeconds)
-            let anchor = try PlaybackBench.pacatUnderruns(server: handle, milliseconds: 10, seconds: loadSeconds)
-            say(String(format: "Underruns during %.0f s at 10 ms buffers with every core busy: queue %d (+%d starved frames), pacat %d (target 0)",
-                       loadSeconds, result.serverUnderruns, result.starvedFrames, anchor))
-        } catch {
-            failures.append("underruns: \(error)")
-        }
-
+            say("")
+            say("Dropouts heard on the speaker's monitor in a continuous 1 kHz sine: an output queue of three N ms buffers with the")
+            say("session's preferred I/O buffer at N ms, beside pacat --latency-msec=N playing the same sine (target 0):")
+            say("  case                                   seconds   queue dropouts (server underruns)   pacat dropouts")
+            let idleSeconds = short ? 30.0 : 600.0
+            let loadSeconds = short ? 20.0 : 60.0
+            for (ms, seconds, loaded) in [(5, idleSeconds, false), (10, loadSeconds, true)] {
+                do {
+                    let load = loaded ? try PlaybackBench.loadCores(ProcessInfo.processInfo.activeProcessorCount) : []
+                    defer { for child in load { child.terminate() } }
+                    let ours = try DropoutBench.queue(environment: handle.environment, milliseconds: ms, seconds: seconds)
+                    let anchor = try DropoutBench.pacat(environment: handle.environment, milliseconds: ms, seconds: seconds)
+                    let name = "\(ms) ms, \(loaded ? "every core busy" : "idle")".padding(toLength: 37, withPad: " ", startingAt: 0)
+                    say(String(format: "  %@   %7.0f   %14d (%d)%@   %14d", name, seconds, ours.dropouts, ours.serverUnderruns ?? 0,
+                               String(repeating: " ", count: max(0, 15 - String(ours.serverUnderruns ?? 0).count)), anchor.dropouts))
+                    if ours.heard < seconds * 0.9 { failures.append("dropouts at \(ms) ms: the sine was heard for \(ours.heard) s of \(seconds)") }
+                } catch {
+                    failures.append("dropouts at \(ms) ms: \(error)")
+                }
+            }
         }
 
         // 3. Playback CPU time beside pacat.
@@ -90,7 +99,7 @@ enum Bench {
         do {
             let ours = try PlaybackBench.play(milliseconds: 30, seconds: cpuSeconds)
             let anchor = try PlaybackBench.pacatCPU(server: handle, milliseconds: 30, seconds: cpuSeconds)
-            say(String(format: "Playback CPU time for %.0f s of 48 kHz stereo at 30 ms: queue %.3f s, pacat %.3f s, ratio %@ (target ≤ 1.5); %d underruns without load",
+            say(String(format: "Playback CPU time for %.0f s of 48 kHz stereo at 30 ms: queue %.3f s, pacat %.3f s, ratio %@ (target ≤ 1); %d underruns without load",
                        cpuSeconds, ours.cpuSeconds, anchor, ratio(ours.cpuSeconds, anchor), ours.serverUnderruns))
         } catch {
             failures.append("cpu: \(error)")
@@ -123,7 +132,7 @@ enum Bench {
                 say("  prepared \(ms(start.prepared)), unprepared \(ms(start.unprepared)), paplay \(ms(start.paplay)); prepared/paplay ratio \(start.prepared.flatMap { p in start.paplay.map { ratio(p, $0) } } ?? "n/a") (target ≤ 1)")
                 if start.prepared == nil || start.paplay == nil { failures.append("player start latency: no sound was heard") }
                 let cpu = try PlayerBench.playbackCPU(server: handle, file: files.mp3, seconds: mp3Seconds)
-                say(String(format: "AVAudioPlayer CPU time for %.0f s of a 192 kb/s stereo MP3: %.3f s, paplay %.3f s, ratio %@ (target ≤ 1.2)",
+                say(String(format: "AVAudioPlayer CPU time for %.0f s of a 192 kb/s stereo MP3: %.3f s, paplay %.3f s, ratio %@ (target ≤ 1)",
                            mp3Seconds, cpu.ours, cpu.paplay, ratio(cpu.ours, cpu.paplay)))
             } catch {
                 failures.append("player: \(error)")

@@ -1,3 +1,4 @@
+import AVFAudio
 import AudioTestSupport
 import AudioToolbox
 import Foundation
@@ -47,8 +48,30 @@ enum LatencyBench {
         }
     }
 
-    /// Our round trip with `count` output buffers and input buffers of `milliseconds`.
-    static func queues(milliseconds: Int, seconds: Double, outputBuffers: Int = 2) throws -> Double? {
+    /// A round trip of the queues and what their pattern itself implies.
+    struct RoundTrip {
+        /// Median click latency, ms.
+        var milliseconds: Double
+        /// The server buffers the output and input streams were granted, ms.
+        var outputGranted: Double
+        var inputGranted: Double
+        /// The pattern's own bound: (K − 1)·N ahead in the queue, the output stream's server
+        /// buffer, N to fill an input buffer, and one period of the server's capture (the input
+        /// stream's granted fragment).
+        func bound(buffers: Int, milliseconds n: Int) -> Double { Double((buffers - 1) * n) + outputGranted + Double(n) + inputGranted }
+    }
+
+    /// Our round trip with `outputBuffers` output buffers and input buffers of `milliseconds`;
+    /// with `session`, an active play-and-record session whose preferred I/O buffer duration is
+    /// `milliseconds` (as app code sets it).
+    static func queues(milliseconds: Int, seconds: Double, outputBuffers: Int = 2, session: Bool) throws -> RoundTrip? {
+        if session {
+            let s = AVAudioSession.sharedInstance()
+            try s.setCategory(.playAndRecord)
+            try s.setPreferredIOBufferDuration(Double(milliseconds) / 1000)
+            try s.setActive(true)
+        }
+        defer { if session { try? AVAudioSession.sharedInstance().setActive(false) } }
         let log = ClickLog()
         let frames = Int(rate) * milliseconds / 1000
         var format = AudioStreamBasicDescription(
@@ -79,9 +102,10 @@ enum LatencyBench {
         }
         try check(AudioQueueStart(output!, nil), "AudioQueueStart (output)")
         pause(seconds)
+        let granted = (AudioQueueGetDiagnostics(output!)?.grantedBufferDuration ?? 0, AudioQueueGetDiagnostics(input!)?.grantedBufferDuration ?? 0)
         AudioQueueStop(output!, true)
         AudioQueueStop(input!, true)
-        return log.medianMilliseconds()
+        return log.medianMilliseconds().map { RoundTrip(milliseconds: $0, outputGranted: granted.0 * 1000, inputGranted: granted.1 * 1000) }
     }
 
     /// pacat | parec at `--latency-msec=milliseconds`. The writer writes the click train in chunks

@@ -5,7 +5,7 @@ import Foundation
 import Glibc
 #endif
 
-/// Playback under load (underruns) and playback CPU time beside pacat.
+/// Playback CPU time beside pacat, and the busy loops that load every core.
 enum PlaybackBench {
     static let rate = 48000.0
 
@@ -96,28 +96,6 @@ enum PlaybackBench {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
         return time(usage.ru_utime) + time(usage.ru_stime)
-    }
-
-    /// pacat playing `seconds` of the same audio at `--latency-msec=milliseconds`; the underruns
-    /// it reports (`-v` prints one line per underrun).
-    static func pacatUnderruns(server: ServerHandle, milliseconds: Int, seconds: Double) throws -> Int {
-        guard let pacat = PrivatePulseServer.which("pacat") else { throw BenchError("pacat is needed") }
-        let feeder = Feeder(seconds: seconds)
-        let file = NSTemporaryDirectory() + "openavf-bench-\(getpid())-underruns.raw"
-        let log = file + ".log"
-        defer {
-            unlink(file)
-            unlink(log)
-        }
-        var samples = [Int16](repeating: 0, count: feeder.totalFrames * 2)
-        for i in 0..<samples.count { samples[i] = feeder.tone[i % feeder.tone.count] }
-        try samples.withUnsafeBytes { Data($0) }.write(to: URL(fileURLWithPath: file))
-        let child = try ChildProcess(pacat, [
-            "-v", "--playback", "--raw", "--format=s16le", "--rate=\(Int(rate))", "--channels=2", "--latency-msec=\(milliseconds)", file,
-        ], environment: server.environment, stderr: .file(log))
-        child.wait()
-        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").filter { $0.lowercased().contains("underrun") }.count
     }
 
     /// Busy loops in `count` child processes, to keep every core loaded.

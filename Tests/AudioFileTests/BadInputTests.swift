@@ -124,13 +124,14 @@ final class BadInputTests: XCTestCase {
         XCTAssertEqual(AudioFileOpenURL(dir.appendingPathComponent("nothing.caf") as CFURL, .readPermission, 0, &missing), kAudioFileFileNotFoundError)
         XCTAssertEqual(AudioFileOpenURL(dir as CFURL, .readPermission, 0, &missing), kAudioFileUnsupportedFileTypeError, "a directory")
 
-        var generator = SystemRandomNumberGenerator()
+        var generator = SeededGenerator.fromEnvironment()
+        print("random files from \(generator.replay)")  // before any of them, in case one crashes
         for i in 0..<150 {
             let size = [1, 3, 11, 12, 44, 100, 4096, 65_536][i % 8]
             let bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
             let url = dir.appendingPathComponent("random\(i).\(["wav", "caf", "aif", "m4a", "mp3", "flac", "ogg", "bin"][i % 8])")
             try Data(bytes).write(to: url)
-            XCTAssertNotEqual(readEverything(url, "random \(url.lastPathComponent)"), noErr)
+            XCTAssertNotEqual(readEverything(url, "random \(url.lastPathComponent), \(generator.replay)"), noErr)
         }
 
         // Content decides, not the name: a WAVE named .mp3, an M4A named .wav.

@@ -80,8 +80,13 @@ final class ControlSemanticsTests: XCTestCase {
 
     /// Captures the speaker while `body` runs, then `tail` seconds more.
     private func capture(tail: Double = 0.3, _ body: () throws -> Void) throws -> [Float] {
+        try capture(tail: tail) { (_: SignalCapture) in try body() }
+    }
+
+    /// ``capture(tail:_:)`` whose body sees the capture (to wait on the server's clock).
+    private func capture(tail: Double = 0.3, _ body: (SignalCapture) throws -> Void) throws -> [Float] {
         let capture = try SignalCapture(server: server, device: "speaker.monitor")
-        try body()
+        try body(capture)
         try capture.waitFor(frames: capture.frameCount + Int(tail * 48000), timeout: 5)
         return capture.stop()[0]
     }
@@ -127,14 +132,16 @@ final class ControlSemanticsTests: XCTestCase {
         let q = try ManualQueue()
         defer { q.dispose() }
         let source = SignalAnalysis.chirp(from: 300, to: 3000, sampleRate: 48000, seconds: 1.2)
-        let captured = try capture {
+        let captured = try capture { (monitor: SignalCapture) in
             for i in stride(from: 0, to: source.count, by: 2400) { q.enqueue(Array(source[i..<min(i + 2400, source.count)])) }
             XCTAssertEqual(AudioQueueStart(q.queue, nil), noErr)
             XCTAssertTrue(waitUntil(timeout: 5) { q.returnedCount >= 8 })
             XCTAssertEqual(AudioQueuePause(q.queue), noErr)
             let returnedAtPause = q.returnedCount
-            // Paused: nothing more is consumed (waits for a change that must not come).
-            XCTAssertFalse(waitUntil(timeout: 0.3) { q.returnedCount > returnedAtPause + 1 })
+            // Paused for 0.3 s of the server's own clock (what the speaker's monitor delivers);
+            // then nothing more has been consumed but the buffer playing when it paused.
+            try monitor.waitFor(frames: monitor.frameCount + 14400, timeout: 5)
+            XCTAssertLessThanOrEqual(q.returnedCount, returnedAtPause + 1, "a paused queue consumed buffers")
             XCTAssertEqual(AudioQueueStart(q.queue, nil), noErr)
             XCTAssertTrue(waitUntil(timeout: 5) { q.returnedCount == 20 })
             XCTAssertEqual(AudioQueueStop(q.queue, false), noErr)
