@@ -1,3 +1,50 @@
 // AudioToolbox re-exports CoreAudioTypes, as Apple's does, and the C structs of AudioQueue.h.
 @_exported public import CoreAudioTypes
 @_exported public import CAudioQueueTypes
+
+// MARK: - Threads, what each may do, and the lock order
+//
+// A newcomer's map of the running library (DESIGN.md, "Threads and real time", is the rule; this
+// is how the code keeps it). `openavf-rtcheck` and the idle wake-up test check the first and the
+// third rows; ThreadSanitizer (`Scripts/sanitize`) checks the locking.
+//
+// Threads:
+// 1. The server thread: the audio connection's libpulse main loop (`PulseConnection`, named
+//    "threaded-ml", SCHED_FIFO where the system allows). Carries streams only. Runs
+//    `PulseStream`'s write/read callbacks, which call the stream's `HALStreamClient`
+//    (`AudioQueueEngine.render`/`capture`). May: move samples between lock-free rings
+//    (`SPSCRing`) and the server's buffers, read and write atomics, post a semaphore (`Wakeup`).
+//    May not: allocate, free, retain or release, take any lock but the main loop's own (libpulse
+//    holds it while dispatching; it is a priority-inheriting mutex), log, or call user code.
+//    Control calls reach it through atomics and, for cork/uncork prefill, a pooled main-loop
+//    event (`PulseEventPool`), never by rendering on the caller's thread.
+// 2. The control thread: the control connection's main loop. Introspection replies (devices,
+//    other clients' streams, modules), the event subscription, the audio session's policy stream
+//    (cork requests) and the ducking trigger. May allocate; never waits on another thread. Raises
+//    `HALEvents` bits for the session's event thread.
+// 3. A queue's callback thread (one per queue, "AudioQueue output"/"AudioQueue input", nice −10
+//    where allowed): sleeps on the engine's `Wakeup` until a buffer completes, a stop progresses
+//    or work is posted; converts captured audio, runs the user's callbacks and property listeners
+//    (or hands them to the run loop or dispatch queue the user gave). User code runs here, as on
+//    Apple's "internal thread of the audio queue". AVAudioPlayer decodes and AVAudioRecorder
+//    writes here.
+// 4. The session's event thread ("AVAudioSession events", one per process): sleeps on
+//    `HALEvents.wakeup`; turns server events into interruption, route change and media services
+//    notifications (posted from it), reconnects after a loss.
+// 5. The app's threads: every public call. A control call takes the queue's lock for its
+//    bookkeeping and, for a stream request (cork, flush, timing), the audio main loop's lock for
+//    the request alone, waiting for the reply with that lock released.
+// 6. Delegates of AVAudioPlayer and AVAudioRecorder: a private serial dispatch queue each.
+//
+// Lock order, outermost first: a thread holding one of these never takes one above it.
+// 1. AVAudioPlayer's / AVAudioRecorder's core lock.
+// 2. AVAudioSession's route-check lock, then its state lock.
+// 3. `AudioQueueObject.lock` (the queue's state).
+// 4. The audio environment's lock (taken when a queue first opens a stream and connects).
+// 5. `PulseBackend`'s ducking-trigger lock.
+// 6. A `PulseConnection`'s main-loop lock (control or audio): innermost. Nothing of ours is
+//    taken while it is held, on any thread.
+// Leaves (held only around their own data, never while taking another): `AudioSessionHost`'s
+// state (a queue reads the session's stream properties and route under its own lock), the handle
+// tables (`LiveObjects`), a queue's inbox and reset condition. `HALEvents` and the rings are
+// atomics, not locks.
