@@ -9,6 +9,19 @@
 #include <execinfo.h>
 #include <link.h>
 
+// Under a sanitizer the runtime owns malloc and free (ThreadSanitizer and AddressSanitizer
+// intercept them to track every block); replacements that call glibc directly would bypass
+// those interceptors and crash the process before its first test. So the counter steps aside:
+// nothing is replaced, openavf_alloc_counter_active() reports 0 and the allocation test skips.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define OPENAVF_UNDER_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define OPENAVF_UNDER_SANITIZER 1
+#endif
+
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
@@ -135,7 +148,15 @@ int64_t openavf_free_count(void) { return atomic_load(&freed); }
 int64_t openavf_alloc_count_in_libpulse(void) { return atomic_load(&counted_libpulse); }
 int64_t openavf_free_count_in_libpulse(void) { return atomic_load(&freed_libpulse); }
 int openavf_alloc_counter_active(void) { return atomic_load(&seen); }
+int openavf_alloc_counter_under_sanitizer(void) {
+#ifdef OPENAVF_UNDER_SANITIZER
+    return 1;
+#else
+    return 0;
+#endif
+}
 
+#ifndef OPENAVF_UNDER_SANITIZER
 void *malloc(size_t size) { note(); return __libc_malloc(size); }
 void *calloc(size_t n, size_t size) { note(); return __libc_calloc(n, size); }
 // realloc may allocate, move or free: counted as an allocation.
@@ -151,6 +172,7 @@ int posix_memalign(void **out, size_t alignment, size_t size) {
     *out = p;
     return 0;
 }
+#endif
 
 int openavf_alloc_describe(void *address, char *buffer, int length) {
     Dl_info info;
@@ -173,6 +195,7 @@ static inline void note_refcount(void *object, void *caller) {
     }
 }
 
+#ifndef OPENAVF_UNDER_SANITIZER
 #define FORWARD(name, type) \
     static type real_##name; \
     static inline type get_##name(void) { \
@@ -201,6 +224,8 @@ void *swift_retain_n(void *o, uint32_t n) { note_refcount(o, __builtin_return_ad
 void swift_release_n(void *o, uint32_t n) { note_refcount(o, __builtin_return_address(0)); get_swift_release_n()(o, n); }
 void *swift_bridgeObjectRetain(void *o) { note_refcount(o, __builtin_return_address(0)); return get_swift_bridgeObjectRetain()(o); }
 void swift_bridgeObjectRelease(void *o) { note_refcount(o, __builtin_return_address(0)); get_swift_bridgeObjectRelease()(o); }
+
+#endif
 
 int64_t openavf_refcount_count(void) { return atomic_load(&retained); }
 int openavf_refcount_callers(void **out, int max) {
