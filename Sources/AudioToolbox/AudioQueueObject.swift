@@ -149,7 +149,9 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         self.target = target
         engine = AudioQueueEngine(isOutput: isOutput, channels: pcm.channels, sampleRate: pcm.sampleRate, capacity: maximumBuffersPerQueue)
         lastMeters = Array(repeating: AudioQueueLevelMeterState(), count: pcm.channels)
-        let thread = Thread { [self] in callbackThreadMain() }
+        // Weak: the thread keeps the queue only while its loop runs (until dispose); a strong
+        // capture made a cycle (queue → thread → closure → queue) that leaked every queue.
+        let thread = Thread { [weak self] in self?.callbackThreadMain() }
         thread.name = isOutput ? "AudioQueue output" : "AudioQueue input"
         thread.qualityOfService = .userInteractive
         self.thread = thread
@@ -700,6 +702,9 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         alive.store(false, ordering: .releasing)
         engine.wakeup.signal()
         if !isCallbackThread { threadDone.wait(timeout: 5) }
+        // Work the thread left (a stop's callbacks posted just before) never runs now; some of it
+        // holds the queue, so keeping it would keep the queue alive for ever.
+        inbox.withLock { $0.removeAll() }
         _ = liveQueues.remove(ref)
         liveTimelines.removeAll { $0.queue === self || $0.queue == nil }
         return noErr
