@@ -84,11 +84,16 @@ final class PulseStream: HALStream, @unchecked Sendable {
         if isPlayback && request.bufferDuration >= 0.05 { attr.minreq = bytes / 2 }
         // No PA_STREAM_AUTO_TIMING_UPDATE: libpulse would allocate an operation on the server thread
         // for each update; the owner calls refreshTiming() from its own thread instead.
-        var flags = PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
-        let experiment = getenv("OPENAVF_EXPERIMENT").map { String(cString: $0) } ?? ""
-        if experiment.contains("noadjust") { flags &= ~PA_STREAM_ADJUST_LATENCY.rawValue }
-        if experiment.contains("early") { flags = (flags & ~PA_STREAM_ADJUST_LATENCY.rawValue) | PA_STREAM_EARLY_REQUESTS.rawValue }
-        if experiment.contains("minreq4"), isPlayback { attr.minreq = bytes / 4 }
+        //
+        // A playback buffer shorter than the default 20 ms (an app asked its session for a small
+        // I/O buffer) is run as a sound card's period is: the server asks for data early, in
+        // small requests, and keeps the whole buffer queued ahead of a sink latency of one
+        // request (PA_STREAM_EARLY_REQUESTS). Measured on the private server at 5 ms: a fraction
+        // of the dropouts of the server's latency adjustment (PA_STREAM_ADJUST_LATENCY, which puts
+        // only part of the buffer ahead of the sink), for about a quarter buffer more latency.
+        // Longer buffers keep the adjustment: their total latency is the buffer.
+        let period = isPlayback && request.bufferDuration < 0.0195
+        var flags = PA_STREAM_INTERPOLATE_TIMING.rawValue | (period ? PA_STREAM_EARLY_REQUESTS.rawValue : PA_STREAM_ADJUST_LATENCY.rawValue)
         if request.startCorked { flags |= PA_STREAM_START_CORKED.rawValue }
 
         let me = Unmanaged.passRetained(self)
