@@ -18,8 +18,9 @@ public import Foundation
 ///   20 % of their volume on the server's scale (cubic: −41.9 dB) while the session is active.
 ///   The server does it (PulseAudio's `module-role-ducking`, loaded if absent), keyed to a stream
 ///   of this process, so a process that dies leaves no one ducked; the process's own streams
-///   (role `game`, as the session is mixable) are not ducked. A server that cannot duck makes
-///   activation fail with `mediaServicesFailed`.
+///   (role `game`, as the session is mixable) are not ducked. On a server that cannot load the
+///   module (pipewire-pulse implements no policy modules) the session activates and others
+///   play on at their own volume: the nearest honest thing, as iOS never refuses to duck.
 /// - Notifications are posted on the session's event thread, not the main thread.
 public final class AVAudioSession: NSObject, @unchecked Sendable {
     private static let shared = AVAudioSession()
@@ -317,6 +318,10 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             if duck {
                 do throws(AudioFailure) {
                     try AudioSessionHost.duckOthers()
+                } catch where error.status != kAudioQueueErr_InvalidDevice {
+                    // The server cannot duck (no module-role-ducking: pipewire-pulse, or a server
+                    // that refuses modules): the session plays, unducking no one, rather than
+                    // failing an activation iOS would grant.
                 } catch {
                     AudioSessionHost.deactivate()
                     locked {
