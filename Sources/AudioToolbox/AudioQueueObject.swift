@@ -2,14 +2,6 @@ import AudioHAL
 import Foundation
 import Synchronization
 
-/// Where a queue's callbacks and property listeners run.
-enum CallbackTarget {
-    /// The queue's own callback thread (Apple: "one of the audio queue's internal threads").
-    case ownThread
-    case runLoop(RunLoop, RunLoop.Mode)
-    case dispatch(DispatchQueue)
-}
-
 /// The user's callback, as a C function with its context or as a block.
 enum QueueCallback {
     case outputProc(AudioQueueOutputCallback, UnsafeMutableRawPointer?)
@@ -18,44 +10,10 @@ enum QueueCallback {
     case inputBlock(AudioQueueInputCallbackBlock)
 }
 
-/// Work for a callback context; the queue's callbacks are not `Sendable` by Apple's signatures.
-struct CallbackWork: @unchecked Sendable {
-    let run: () -> Void
-}
-
 /// A pointer handed to a user callback (packet descriptions that live in the buffer).
 struct CallbackPointer<T>: @unchecked Sendable {
     let pointer: UnsafePointer<T>?
     init(_ pointer: UnsafePointer<T>?) { self.pointer = pointer }
-}
-
-/// A buffer allocated by a queue, with its float staging area (converted audio, or captured audio
-/// before it is converted to the queue's format).
-final class BufferSlot {
-    let token: Int
-    let buffer: AudioQueueBufferRef
-    /// Reallocated only while the buffer is not enqueued (a compressed buffer may decode to more
-    /// frames than it was allocated for).
-    var staging: UnsafeMutablePointer<Float>
-    var capacityFrames: Int
-    var enqueued = false
-
-    init(token: Int, buffer: AudioQueueBufferRef, staging: UnsafeMutablePointer<Float>, capacityFrames: Int) {
-        self.token = token
-        self.buffer = buffer
-        self.staging = staging
-        self.capacityFrames = capacityFrames
-    }
-
-    /// Frees the buffer's memory and retires its header (whose address is never reused, see
-    /// ``BufferHeaderArena``). The queue calls this once, when the buffer goes away.
-    func free() {
-        buffer.pointee.mAudioData.deallocate()
-        buffer.pointee.mPacketDescriptions?.deallocate()
-        buffer.deinitialize(count: 1)
-        BufferHeaderArena.shared.retire(buffer)
-        staging.deallocate()
-    }
 }
 
 /// A failed queue operation's `OSStatus`, for `Result`.
@@ -73,6 +31,11 @@ let maximumBuffersPerQueue = 1024
 
 /// An audio queue: the state behind an ``AudioQueueRef``.
 ///
+/// Made of parts: ``QueueTransport`` (the state machine every control call goes through: read its
+/// table first), ``QueueBufferPool`` (the buffers), ``CallbackExecutor`` (the callback thread and
+/// the hand-over to the user's run loop or dispatch queue), ``AudioQueueEngine`` (the server
+/// thread's side), and the stream binding here (``ensureStream(corked:)``).
+///
 /// Threads: control calls (the `AudioQueue…` functions) may come from any thread and take `lock`;
 /// the server thread runs ``engine`` only; the queue's callback thread waits on the engine's
 /// wake-up, turns finished buffers into user callbacks, and runs them (or hands them to the run
@@ -84,29 +47,27 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
     let codec: AudioQueueCodec?
     let isOutput: Bool
     let callback: QueueCallback
-    let target: CallbackTarget
     let engine: AudioQueueEngine
     let lock = NSLock()
+    let executor: CallbackExecutor
 
-    // Guarded by `lock`. Buffers by address: a buffer header's address is never reused
-    // (``BufferHeaderArena``), so a freed buffer, or another queue's, is never found here.
-    private(set) var slots: [AudioQueueBufferRef: BufferSlot] = [:]
-    private var slotsByToken: [Int: BufferSlot] = [:]
-    private var nextToken = 1
+    /// Guarded by `lock`.
+    private let pool: QueueBufferPool
+    /// Guarded by `lock`. The queue's buffers by address.
+    var slots: [AudioQueueBufferRef: BufferSlot] { pool.slots }
+    /// Guarded by `lock`; every control call is one transition of it.
+    private(set) var transport = QueueTransport()
     /// Guarded by `lock`; set by ``ensureStream(corked:)`` and offline rendering.
     var stream: (any HALStream)?
     /// The buffer duration the open stream was asked for. Guarded by `lock`.
     private var requestedBufferDuration: Double = 0
-    private(set) var isRunning: UInt32 = 0
-    private var paused = false
+    /// `kAudioQueueProperty_IsRunning`. Guarded by `lock`.
+    var isRunning: UInt32 { transport.isRunning ? 1 : 0 }
     /// The queue time when it paused (-1: none), and the host time of the latest resume: until the
     /// engine's anchor is newer than the resume, the time holds at the paused value instead of
     /// running on across the pause.
     private let pausedSample = Atomic<Int64>(-1)
     private let resumedHost = Atomic<UInt64>(0)
-    private var stopping = false
-    private var disposeWhenStopped = false
-    private(set) var disposed = false
     var listeners: [(id: AudioQueuePropertyID, proc: AudioQueuePropertyListenerProc, userData: UnsafeMutableRawPointer?)] = []
     var volume: Float = 1
     var volumeRampTime: Float = 0
@@ -126,14 +87,6 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
     /// Whether ``offline`` is set, readable without the lock (the callback thread's loop).
     private let isOffline = Atomic<Bool>(false)
 
-    /// Reset batches handed to the callback context and not yet run; enqueue fails meanwhile.
-    private let resetsInFlight = Atomic<Int>(0)
-    /// Broadcast when ``resetsInFlight`` falls to 0.
-    private let resetsSettled = NSCondition()
-    private let inbox = Mutex<[CallbackWork]>([])
-    private let alive = Atomic<Bool>(true)
-    private let threadDone = Wakeup()
-    private var thread: Thread?
     /// The ``AudioQueueRef`` handed to the user, never reused (``newObjectReference(_:)``).
     let ref: AudioQueueRef = newObjectReference(.audioQueue)
 
@@ -146,73 +99,24 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         self.codec = codec
         self.isOutput = isOutput
         self.callback = callback
-        self.target = target
         engine = AudioQueueEngine(isOutput: isOutput, channels: pcm.channels, sampleRate: pcm.sampleRate, capacity: maximumBuffersPerQueue)
+        executor = CallbackExecutor(target: target, wakeup: engine.wakeup)
+        pool = QueueBufferPool(pcm: pcm, codec: codec)
         lastMeters = Array(repeating: AudioQueueLevelMeterState(), count: pcm.channels)
-        // Weak: the thread keeps the queue only while its loop runs (until dispose); a strong
-        // capture made a cycle (queue → thread → closure → queue) that leaked every queue.
-        let thread = Thread { [weak self] in self?.callbackThreadMain() }
-        thread.name = isOutput ? "AudioQueue output" : "AudioQueue input"
-        thread.qualityOfService = .userInteractive
-        self.thread = thread
-        thread.start()
-    }
-
-    deinit {
-        for slot in slots.values { slot.free() }
-    }
-
-    // MARK: Callback thread
-
-    private func callbackThreadMain() {
-        nameCurrentThread(isOutput ? "AudioQueue output" : "AudioQueue input")
-        raiseCurrentThreadPriority()
-        // Sleeps until there is work: a finished buffer, a stop's progress, posted work or dispose
-        // all signal the wake-up. Nothing here runs on a timer.
-        while alive.load(ordering: .acquiring) {
-            engine.wakeup.wait()
-            guard alive.load(ordering: .acquiring) else { break }
+        // Weak: the executor's thread keeps its closure for its whole life, so a strong capture
+        // would make a cycle (queue → executor → thread → closure → queue) that leaked every queue.
+        executor.start(name: isOutput ? "AudioQueue output" : "AudioQueue input") { [weak self] in
+            guard let self else { return }
             if !isOffline.load(ordering: .acquiring) { collectCompletions() }
-            let work = inbox.withLock { box in
-                let w = box
-                box.removeAll()
-                return w
-            }
-            for item in work where alive.load(ordering: .acquiring) { item.run() }
         }
-        threadDone.signal()
     }
 
-    var isCallbackThread: Bool { Thread.current === thread }
+    // MARK: Callbacks
+
+    var isCallbackThread: Bool { executor.isCallbackThread }
 
     /// Hands `work` to the queue's callback context.
-    func post(_ work: [CallbackWork]) {
-        guard !work.isEmpty else { return }
-        switch target {
-        case .ownThread:
-            inbox.withLock { $0.append(contentsOf: work) }
-            engine.wakeup.signal()
-        case .dispatch(let queue):
-            queue.async { [self] in
-                for item in work where alive.load(ordering: .acquiring) { item.run() }
-            }
-        case .runLoop(let runLoop, let mode):
-            let batch = CallbackWork { [self] in
-                for item in work where alive.load(ordering: .acquiring) { item.run() }
-            }
-            let timer = Timer(timeInterval: 0, repeats: false) { _ in batch.run() }
-            runLoop.add(timer, forMode: mode)
-        }
-    }
-
-    /// Runs `work` now when in offline mode (deterministic) or posts it otherwise.
-    private func deliver(_ work: [CallbackWork], inline: Bool) {
-        if inline {
-            for item in work { item.run() }
-        } else {
-            post(work)
-        }
-    }
+    func post(_ work: [CallbackWork]) { executor.post(work) }
 
     /// Turns finished buffers into callbacks, and advances an asynchronous stop. Returns the work.
     @discardableResult
@@ -220,8 +124,7 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         lock.lock()
         var work: [CallbackWork] = []
         while let done = engine.completed.pop() {
-            guard let slot = slotsByToken[done.token] else { continue }
-            slot.enqueued = false
+            guard let slot = pool.takeBack(token: done.token) else { continue }
             work.append(callbackWork(slot, completed: done))
         }
         // Fresh timing about once a second while buffers complete (the server's latency drifts);
@@ -232,17 +135,17 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
             lastTimingRefresh = now
             refresh = stream
         }
-        if isOutput && stopping {
+        if isOutput && transport.isDraining {
             if engine.reachedEnd.exchange(false, ordering: .acquiringAndReleasing) {
                 if let stream { stream.drain() } else { engine.drained.store(true, ordering: .releasing) }
             }
             if engine.drained.exchange(false, ordering: .acquiringAndReleasing) {
-                work += finishStop()
+                work += perform(.drained).work
             }
         }
         lock.unlock()
         refresh?.refreshTiming()
-        deliver(work, inline: inline)
+        executor.deliver(work, inline: inline)
         return work.count
     }
 
@@ -290,58 +193,19 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         return listeners.filter { $0.id == id }.map { l in CallbackWork { l.proc(l.userData, queueRef, id) } }
     }
 
-    private func setRunning(_ running: Bool) -> [CallbackWork] {
-        let value: UInt32 = running ? 1 : 0
-        guard value != isRunning else { return [] }
-        isRunning = value
-        return listenerWork(kAudioQueueProperty_IsRunning)
-    }
-
     // MARK: Buffers
 
     func allocateBuffer(byteSize: UInt32, packetDescriptions: UInt32) -> Result<AudioQueueBufferRef, StatusError> {
         lock.lock()
         defer { lock.unlock() }
-        if disposed { return .failure(StatusError(kAudioQueueErr_DisposalPending)) }
-        guard slots.count < maximumBuffersPerQueue else { return .failure(StatusError(kAudio_MemFullError)) }
-        let frames: Int
-        if let codec {
-            // Playback: what the packets decode to is known at enqueue (the staging area grows
-            // then); recording: as many frames as whole packets of the largest size fit.
-            guard byteSize > 0 else { return .failure(StatusError(kAudio_ParamError)) }
-            let packets = max(Int(byteSize) / codec.maximumPacketSize, 1)
-            frames = packets * codec.framesPerPacket
-        } else {
-            guard Int(byteSize) >= pcm.bytesPerFrame else { return .failure(StatusError(kAudio_ParamError)) }
-            frames = Int(byteSize) / pcm.bytesPerFrame
-        }
-        guard let buffer = BufferHeaderArena.shared.allocate() else { return .failure(StatusError(kAudio_MemFullError)) }
-        let data = UnsafeMutableRawPointer.allocate(byteCount: Int(byteSize), alignment: 16)
-        data.initializeMemory(as: UInt8.self, repeating: 0, count: Int(byteSize))
-        let packets: UnsafeMutablePointer<AudioStreamPacketDescription>? =
-            packetDescriptions > 0 ? .allocate(capacity: Int(packetDescriptions)) : nil
-        packets?.initialize(repeating: AudioStreamPacketDescription(), count: Int(packetDescriptions))
-        buffer.initialize(to: AudioQueueBuffer(
-            mAudioDataBytesCapacity: byteSize, mAudioData: data, mAudioDataByteSize: 0, mUserData: nil,
-            mPacketDescriptionCapacity: packetDescriptions, mPacketDescriptions: packets, mPacketDescriptionCount: 0))
-        let staging = UnsafeMutablePointer<Float>.allocate(capacity: frames * pcm.channels)
-        staging.initialize(repeating: 0, count: frames * pcm.channels)
-        let slot = BufferSlot(token: nextToken, buffer: buffer, staging: staging, capacityFrames: frames)
-        nextToken += 1
-        slots[buffer] = slot
-        slotsByToken[slot.token] = slot
-        return .success(buffer)
+        if case .refused(let status) = transport.outcome(of: .allocate) { return .failure(StatusError(status)) }
+        return pool.allocate(byteSize: byteSize, packetDescriptions: packetDescriptions)
     }
 
     func freeBuffer(_ buffer: AudioQueueBufferRef) -> OSStatus {
         lock.lock()
         defer { lock.unlock() }
-        guard let slot = slots[buffer] else { return kAudioQueueErr_InvalidBuffer }
-        if slot.enqueued { return kAudioQueueErr_BufferInQueue }
-        slots[buffer] = nil
-        slotsByToken[slot.token] = nil
-        slot.free()
-        return noErr
+        return pool.free(buffer)
     }
 
     // MARK: Enqueue
@@ -371,9 +235,9 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
     func enqueue(_ buffer: AudioQueueBufferRef, _ options: EnqueueOptions) -> Result<AudioTimeStamp, StatusError> {
         lock.lock()
         defer { lock.unlock() }
-        guard let slot = slots[buffer] else { return .failure(StatusError(kAudioQueueErr_InvalidBuffer)) }
-        if disposed || disposeWhenStopped { return .failure(StatusError(kAudioQueueErr_DisposalPending)) }
-        if resetsInFlight.load(ordering: .acquiring) > 0 { return .failure(StatusError(kAudioQueueErr_EnqueueDuringReset)) }
+        guard let slot = pool[buffer] else { return .failure(StatusError(kAudioQueueErr_InvalidBuffer)) }
+        if case .refused(let status) = transport.outcome(of: .enqueue) { return .failure(StatusError(status)) }
+        if executor.resetPending { return .failure(StatusError(kAudioQueueErr_EnqueueDuringReset)) }
         if slot.enqueued { return .failure(StatusError(kAudioQueueErr_BufferEnqueuedTwice)) }
 
         var item = QueueItem(token: slot.token, samples: slot.staging, frames: slot.capacityFrames, startSample: -1, pan: .nan)
@@ -487,39 +351,136 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
     func prime(frames: UInt32) -> Result<UInt32, StatusError> {
         lock.lock()
         defer { lock.unlock() }
-        if disposed { return .failure(StatusError(kAudioQueueErr_DisposalPending)) }
-        guard isOutput else { return .failure(StatusError(kAudioQueueErr_InvalidQueueType)) }
-        let status = ensureStream(corked: false)
+        if !isOutput, case .to = transport.outcome(of: .prime) { return .failure(StatusError(kAudioQueueErr_InvalidQueueType)) }
+        let (status, _) = perform(.prime)
         guard status == noErr else { return .failure(StatusError(status)) }
-        let enqueued = slots.values.filter(\.enqueued).count
-        let ready = UInt32(clamping: enqueued > 0 ? Int(scheduledEnd - (currentSampleTime() ?? 0)) : 0)
+        let ready = UInt32(clamping: pool.enqueuedCount > 0 ? Int(scheduledEnd - (currentSampleTime() ?? 0)) : 0)
         return .success(frames == 0 ? ready : min(frames, ready))
     }
 
     func start(at startTime: AudioTimeStamp?) -> OSStatus {
         lock.lock()
-        if disposed || disposeWhenStopped {
-            lock.unlock()
-            return kAudioQueueErr_DisposalPending
+        let (status, work) = perform(.start, startTime: startTime)
+        let inline = offline != nil
+        lock.unlock()
+        executor.deliver(work, inline: inline)
+        return status
+    }
+
+    func pause() -> OSStatus {
+        lock.lock()
+        defer { lock.unlock() }
+        return perform(.pause).status
+    }
+
+    /// Stops: immediately (drops what is queued and hands every buffer back through the callback),
+    /// or, for playback, after everything enqueued has played.
+    func stop(immediate: Bool) -> OSStatus {
+        lock.lock()
+        // Recording, and a queue without a stream, stop at once either way.
+        let playsOut = !immediate && isOutput && stream != nil
+        let (status, work) = perform(playsOut ? .stopAfterPlaying : .stopImmediately)
+        let inline = offline != nil
+        lock.unlock()
+        executor.deliverReset(work, inline: inline)
+        return status
+    }
+
+    /// Drops queued audio and hands the buffers back, keeping the queue's run state.
+    func reset() -> OSStatus {
+        lock.lock()
+        let (status, work) = perform(.reset)
+        let inline = offline != nil
+        lock.unlock()
+        executor.deliverReset(work, inline: inline)
+        return status
+    }
+
+    /// Waits until the callbacks of every stop or reset so far have run (enqueueing is refused
+    /// until then); `false` after `timeout` seconds. Never call it on the queue's callback thread.
+    func waitForResetCallbacks(timeout: Double) -> Bool {
+        executor.waitForResets(timeout: timeout)
+    }
+
+    /// Tears the queue down. Immediate: now, with no further callbacks. Otherwise after every
+    /// enqueued buffer has played.
+    func dispose(immediate: Bool) -> OSStatus {
+        lock.lock()
+        let playsOut = !immediate && isOutput && stream != nil
+        let operation: QueueTransport.Operation = playsOut ? .disposeAfterPlaying : .disposeImmediately
+        let tearsDown = transport.outcome(of: operation) == .to(.disposed, .teardown)
+        let (status, _) = perform(operation)
+        lock.unlock()
+        // Without the lock: closing the stream waits for the server thread, and the callback
+        // thread may be waiting for the lock.
+        if tearsDown { teardown() }
+        return status
+    }
+
+    /// One transition of the transport: looks `operation` up in the table, does its effect and
+    /// enters the next state (not when the effect fails: opening the stream can). Returns the
+    /// status for the caller and the callbacks to run. Call with `lock` held.
+    private func perform(_ operation: QueueTransport.Operation, startTime: AudioTimeStamp? = nil) -> (status: OSStatus, work: [CallbackWork]) {
+        let next: QueueTransport.State
+        let effect: QueueTransport.Effect
+        switch transport.outcome(of: operation) {
+        case .refused(let status): return (status, [])
+        case .to(let state, let e):
+            next = state
+            effect = e
         }
-        if paused {
-            paused = false
+        let wasRunning = transport.isRunning
+        var work: [CallbackWork] = []
+        switch effect {
+        case .none:
+            break
+        case .openStream:
+            let status = ensureStream(corked: false)
+            guard status == noErr else { return (status, []) }
+        case .begin:
+            let status = begin(at: startTime)
+            guard status == noErr else { return (status, []) }
+        case .resume:
             resumedHost.store(hostNow(), ordering: .releasing)
             engine.paused.store(false, ordering: .releasing)
-            lock.unlock()
-            return noErr
+        case .pause:
+            pausedSample.store(currentSampleTime() ?? -1, ordering: .releasing)
+            engine.paused.store(true, ordering: .releasing)
+        case .drain:
+            engine.stopWhenEmpty.store(true, ordering: .releasing)
+            // The callback thread looks at the engine's progress when it wakes.
+            executor.signal()
+        case .halt, .finishDrain, .finishDrainAndTeardown:
+            // A finished drain has played everything, so its halt hands back nothing; it resets
+            // the engine and the timeline.
+            work = halt(restartTimeline: true)
+        case .reset:
+            let wasArmed = engine.armed.load(ordering: .acquiring)
+            work = halt(restartTimeline: false)
+            if QueueTransport.isRunning(next) && wasArmed {
+                let paused = next == .paused
+                engine.paused.store(paused, ordering: .releasing)
+                engine.armed.store(true, ordering: .releasing)
+                stream?.setCorked(false)
+            }
+        case .teardown:
+            engine.armed.store(false, ordering: .releasing)
         }
-        if isRunning == 1 && !stopping {
-            lock.unlock()
-            return noErr
+        transport.enter(next)
+        if wasRunning != transport.isRunning && next != .disposed || effect == .finishDrainAndTeardown {
+            work += listenerWork(kAudioQueueProperty_IsRunning)
         }
+        if effect == .finishDrainAndTeardown { work.append(CallbackWork { [self] in teardown() }) }
+        return (noErr, work)
+    }
+
+    /// A fresh start: opens the stream, arms the engine (at the host time `startTime` names) and
+    /// uncorks. Call with `lock` held.
+    private func begin(at startTime: AudioTimeStamp?) -> OSStatus {
         // A record stream connected corked keeps a long server-side latency after uncorking (first
         // data seen ~2 s late), so capture streams open running; the engine ignores input until armed.
         let status = ensureStream(corked: isOutput)
-        guard status == noErr, let stream else {
-            lock.unlock()
-            return status
-        }
+        guard status == noErr, let stream else { return status }
         var target: UInt64 = 0
         if let t = startTime {
             if t.mFlags.contains(.hostTimeValid) {
@@ -530,101 +491,13 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
                 target = now.hostTime &+ UInt64(max(0, (t.mSampleTime - deviceNow) / deviceRate * 1e9))
             }
         }
-        stopping = false
         engine.stopWhenEmpty.store(false, ordering: .relaxed)
         engine.reachedEnd.store(false, ordering: .relaxed)
         engine.drained.store(false, ordering: .relaxed)
         engine.startHostTime.store(target, ordering: .relaxed)
         engine.armed.store(true, ordering: .releasing)
         stream.setCorked(false)
-        let work = setRunning(true)
-        let inline = offline != nil
-        lock.unlock()
-        deliver(work, inline: inline)
         return noErr
-    }
-
-    func pause() -> OSStatus {
-        lock.lock()
-        defer { lock.unlock() }
-        if disposed { return kAudioQueueErr_DisposalPending }
-        guard isRunning == 1, !paused else { return noErr }
-        pausedSample.store(currentSampleTime() ?? -1, ordering: .releasing)
-        paused = true
-        engine.paused.store(true, ordering: .releasing)
-        return noErr
-    }
-
-    /// Stops: immediately (drops what is queued and hands every buffer back through the callback),
-    /// or, for playback, after everything enqueued has played.
-    func stop(immediate: Bool) -> OSStatus {
-        lock.lock()
-        if disposed {
-            lock.unlock()
-            return kAudioQueueErr_DisposalPending
-        }
-        if !immediate && isOutput && isRunning == 1 && stream != nil && !paused {
-            stopping = true
-            engine.stopWhenEmpty.store(true, ordering: .releasing)
-            lock.unlock()
-            engine.wakeup.signal()
-            return noErr
-        }
-        let work = halt(restartTimeline: true) + setRunning(false)
-        let inline = offline != nil
-        lock.unlock()
-        deliverReset(work, inline: inline)
-        return noErr
-    }
-
-    /// Drops queued audio and hands the buffers back, keeping the queue's run state.
-    func reset() -> OSStatus {
-        lock.lock()
-        if disposed {
-            lock.unlock()
-            return kAudioQueueErr_DisposalPending
-        }
-        let wasArmed = engine.armed.load(ordering: .acquiring)
-        let wasPaused = paused
-        let running = isRunning == 1 && !stopping
-        var work = halt(restartTimeline: false)
-        if running && wasArmed {
-            paused = wasPaused
-            engine.paused.store(wasPaused, ordering: .releasing)
-            engine.armed.store(true, ordering: .releasing)
-            stream?.setCorked(false)
-        } else if stopping {
-            work += setRunning(false)
-        }
-        let inline = offline != nil
-        lock.unlock()
-        deliverReset(work, inline: inline)
-        return noErr
-    }
-
-    /// Waits until the callbacks of every stop or reset so far have run (enqueueing is refused
-    /// until then); `false` after `timeout` seconds. Never call it on the queue's callback thread.
-    func waitForResetCallbacks(timeout: Double) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        resetsSettled.lock()
-        defer { resetsSettled.unlock() }
-        while resetsInFlight.load(ordering: .acquiring) > 0 {
-            if !resetsSettled.wait(until: deadline) { return resetsInFlight.load(ordering: .acquiring) == 0 }
-        }
-        return true
-    }
-
-    /// Runs reset callbacks with enqueueing refused until they have run.
-    private func deliverReset(_ work: [CallbackWork], inline: Bool) {
-        guard !work.isEmpty else { return }
-        resetsInFlight.add(1, ordering: .acquiringAndReleasing)
-        let done = CallbackWork { [self] in
-            resetsSettled.lock()
-            resetsInFlight.subtract(1, ordering: .acquiringAndReleasing)
-            resetsSettled.broadcast()
-            resetsSettled.unlock()
-        }
-        deliver(work + [done], inline: inline)
     }
 
     /// Disarms the engine, empties the stream and takes back every buffer. Call with `lock` held.
@@ -637,8 +510,6 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         engine.stopWhenEmpty.store(false, ordering: .relaxed)
         engine.reachedEnd.store(false, ordering: .relaxed)
         engine.drained.store(false, ordering: .relaxed)
-        stopping = false
-        paused = false
         engine.paused.store(false, ordering: .releasing)
         if offline == nil, let stream {
             stream.setCorked(true)
@@ -649,17 +520,14 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         defer { codec?.reset() }
         var work: [CallbackWork] = []
         while let done = engine.completed.pop() {
-            guard let slot = slotsByToken[done.token] else { continue }
-            slot.enqueued = false
+            guard let slot = pool.takeBack(token: done.token) else { continue }
             work.append(callbackWork(slot, completed: done))
         }
-        if let partial = taken.partial, let slot = slotsByToken[partial.token] {
-            slot.enqueued = false
+        if let partial = taken.partial, let slot = pool.takeBack(token: partial.token) {
             work.append(callbackWork(slot, completed: partial))
         }
         for token in taken.untouched {
-            guard let slot = slotsByToken[token] else { continue }
-            slot.enqueued = false
+            guard let slot = pool.takeBack(token: token) else { continue }
             if isOutput { work.append(callbackWork(slot, completed: CompletedItem(token: token, frames: 0, sampleTime: 0, hostTime: 0))) }
         }
         // The next buffer starts when it is enqueued, not after what was dropped.
@@ -667,47 +535,18 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         return work
     }
 
-    /// Completes an asynchronous stop once the stream has drained. Call with `lock` held.
-    private func finishStop() -> [CallbackWork] {
-        // Everything has played, so halting hands back nothing; it resets the engine and timeline.
-        let work = halt(restartTimeline: true) + setRunning(false)
-        if disposeWhenStopped {
-            return work + [CallbackWork { [self] in _ = dispose(immediate: true) }]
-        }
-        return work
-    }
-
-    /// Tears the queue down. Immediate: now, with no further callbacks. Otherwise after every
-    /// enqueued buffer has played.
-    func dispose(immediate: Bool) -> OSStatus {
+    /// Closes the stream, ends the callback thread and forgets the queue. The transport is
+    /// `disposed` already. Call without `lock`.
+    private func teardown() {
         lock.lock()
-        if disposed {
-            lock.unlock()
-            return noErr
-        }
-        if !immediate && isOutput && isRunning == 1 && stream != nil {
-            disposeWhenStopped = true
-            stopping = true
-            engine.stopWhenEmpty.store(true, ordering: .releasing)
-            lock.unlock()
-            engine.wakeup.signal()
-            return noErr
-        }
-        disposed = true
         engine.armed.store(false, ordering: .releasing)
         let stream = self.stream
         self.stream = nil
         lock.unlock()
         stream?.close()
-        alive.store(false, ordering: .releasing)
-        engine.wakeup.signal()
-        if !isCallbackThread { threadDone.wait(timeout: 5) }
-        // Work the thread left (a stop's callbacks posted just before) never runs now; some of it
-        // holds the queue, so keeping it would keep the queue alive for ever.
-        inbox.withLock { $0.removeAll() }
+        executor.shutDown()
         _ = liveQueues.remove(ref)
         liveTimelines.removeAll { $0.queue === self || $0.queue == nil }
-        return noErr
     }
 
     // MARK: Time
