@@ -193,9 +193,14 @@ open class AVAudioPlayer: NSObject, @unchecked Sendable {
     }
 }
 
-/// The player's machinery: the file, the queue and its buffers, looping, rate, the map from the
-/// queue's timeline to file positions. All state is under `lock`; the queue's callback thread and
-/// the caller's thread share it. Queue calls that wait for callbacks are made without the lock.
+/// The player's machinery: the file, the queue and its buffers, the map from the queue's timeline
+/// to file positions; decoding, looping and rate change are the ``PlayerDecoder``'s.
+///
+/// Two locks. `lock` guards the player's state (transport, settings, segments, meters): every
+/// property read takes it, and it is never held while decoding, so a read returns at once. The
+/// decoder's lock is held while decoding, on the queue's callback thread (refills) or the caller's
+/// (start and seek); where both are taken, the decoder's comes first. Queue calls that wait for
+/// callbacks are made without either lock.
 private final class PlayerCore: @unchecked Sendable {
     enum State { case idle, prepared, playing, paused }
 
@@ -229,7 +234,7 @@ private final class PlayerCore: @unchecked Sendable {
     // Transport.
     private var queue: AudioQueueRef?
     private var idle: [AudioQueueBufferRef] = []
-    private var bufferFrames = 0
+    private let decoder: PlayerDecoder
     private var state = State.idle
     /// Callbacks refill buffers (false while stopping, seeking, or after the end).
     private var feeding = false
@@ -237,17 +242,11 @@ private final class PlayerCore: @unchecked Sendable {
     private var ended = false
     private var endNeedsStop = false
     private var decodeError: OSStatus = noErr
-    /// Next file frame to decode, and loops still to play at the end.
-    private var readPosition: Int64 = 0
-    private var loopsLeft = 0
     /// File position (frames, unwrapped) of the next output frame when the rate changes speed.
     private var producedPosition: Double = 0
     /// Where playback starts when not playing (frames).
     private var restPosition: Double = 0
     private var segments: [Segment] = []
-    private var stretcher: TimePitchProcessor?
-    private var inputEnded = false
-    private var scratch: [Float] = []
 
     private var meter: AVAudioPowerMeter
 
@@ -285,6 +284,13 @@ private final class PlayerCore: @unchecked Sendable {
         self.channels = channels
         sampleRate = desc.mSampleRate
         length = frames
+        // Four buffers of 50 ms: the server holds about one (the queue's stream buffer follows the
+        // buffers), refilled in halves, so wakeups are few; a slow decode has 150 ms of slack, and
+        // the buffer decoded ahead 50 ms more; and what a seek or pause cannot take back from the
+        // server is at most 50 ms. Start latency does not depend on it: primed audio goes to the
+        // server when play() starts.
+        decoder = PlayerDecoder(
+            file: ref, channels: channels, sampleRate: desc.mSampleRate, length: frames, bufferFrames: max(256, Int(desc.mSampleRate * 0.05)))
         meter = AVAudioPowerMeter(channels: channels)
         interruptions = InterruptionWatch { [weak self] in self?.interrupted() }
     }
@@ -297,7 +303,7 @@ private final class PlayerCore: @unchecked Sendable {
         queue = nil
         lock.unlock()
         if let q { AudioQueueDispose(q, true) }
-        ExtAudioFileDispose(file)
+        decoder.lock.withLock { _ = ExtAudioFileDispose(file) }
     }
 
     func withLock<T>(_ body: () -> T) -> T {
@@ -331,14 +337,9 @@ private final class PlayerCore: @unchecked Sendable {
             let name: CFString? = deviceName
             _ = withUnsafePointer(to: name) { AudioQueueSetProperty(q, kAudioQueueProperty_CurrentDevice, $0, UInt32(MemoryLayout<CFString?>.size)) }
         }
-        // Four buffers of 50 ms: the server holds about one (the queue's stream buffer follows the
-        // buffers), refilled in halves, so wakeups are few; a slow decode has 150 ms of slack; and
-        // what a seek or pause cannot take back from the server is at most 50 ms. Start latency
-        // does not depend on it: primed audio goes to the server when play() starts.
-        bufferFrames = max(256, Int(sampleRate * 0.05))
         for _ in 0..<4 {
             var b: AudioQueueBufferRef?
-            guard AudioQueueAllocateBuffer(q, UInt32(bufferFrames * 4 * channels), &b) == noErr, let b else {
+            guard AudioQueueAllocateBuffer(q, UInt32(decoder.bufferFrames * 4 * channels), &b) == noErr, let b else {
                 AudioQueueDispose(q, true)
                 return false
             }
@@ -347,96 +348,57 @@ private final class PlayerCore: @unchecked Sendable {
         AudioQueueSetParameter(q, kAudioQueueParam_Volume, volume)
         AudioQueueSetParameter(q, kAudioQueueParam_Pan, pan)
         meter.apply(to: q)
-        scratch = Array(repeating: 0, count: 2048 * channels)
         queue = q
         return true
     }
 
-    /// The queue's callback: a buffer has played. Refills it unless playback is winding down.
+    /// The queue's callback: a buffer has played. Hands it the buffer decoded ahead (or decodes
+    /// it now), then decodes the next one, unless playback is winding down. Runs on the queue's
+    /// callback thread; decodes without `lock`.
     private func refill(_ q: AudioQueueRef, _ buffer: AudioQueueBufferRef) {
         lock.lock()
+        guard feeding, !ended, q == queue else {
+            idle.append(buffer)
+            lock.unlock()
+            return
+        }
+        lock.unlock()
+        decoder.lock.lock()
+        defer { decoder.lock.unlock() }
+        let speed = withLock { enableRate ? Double(rate) : 1 }
+        fill(buffer, q, speed: speed)
+        if withLock({ feeding && !ended && q == queue }) { decoder.decodeAhead(speed: speed) }
+    }
+
+    /// Decodes into `buffer` and enqueues it; at the end of the sound asks the queue to stop once
+    /// everything enqueued has played. A buffer not enqueued goes back to `idle`. Call with the
+    /// decoder's lock held and not `lock`: the decoding happens before `lock` is taken.
+    private func fill(_ buffer: AudioQueueBufferRef, _ q: AudioQueueRef, speed: Double) {
+        let out = buffer.pointee.mAudioData.assumingMemoryBound(to: Float.self)
+        let (produced, madeAt) = decoder.produce(into: out, speed: speed)
+        if let failure = decoder.takeFailure() { report(failure) }
+        lock.lock()
         defer { lock.unlock() }
+        if decoder.error != noErr && decodeError == noErr { decodeError = decoder.error }
         guard feeding, !ended, q == queue else {
             idle.append(buffer)
             return
         }
-        if !fill(buffer, q) { idle.append(buffer) }
-    }
-
-    /// Decodes into `buffer` and enqueues it; at the end of the sound asks the queue to stop once
-    /// everything enqueued has played. Call with `lock` held.
-    private func fill(_ buffer: AudioQueueBufferRef, _ q: AudioQueueRef) -> Bool {
-        let out = buffer.pointee.mAudioData.assumingMemoryBound(to: Float.self)
-        let speed = enableRate ? Double(rate) : 1
-        var produced = 0
-        if speed != 1 || stretcher != nil {
-            produced = stretch(into: out, speed: speed)
-        } else {
-            produced = read(into: out, frames: bufferFrames)
-        }
         guard produced > 0 else {
             finishFeeding(q)
-            return false
+            idle.append(buffer)
+            return
         }
         buffer.pointee.mAudioDataByteSize = UInt32(produced * 4 * channels)
         var actual = AudioTimeStamp()
         let status = AudioQueueEnqueueBufferWithParameters(q, buffer, 0, nil, 0, 0, 0, nil, nil, &actual)
-        guard status == noErr else { return false }
+        guard status == noErr else {
+            idle.append(buffer)
+            return
+        }
         if segments.count >= 16 { segments.removeFirst(segments.count - 15) }
-        segments.append(Segment(queueStart: actual.mSampleTime, frames: produced, fileStart: producedPosition, rate: speed))
-        producedPosition += Double(produced) * speed
-        return true
-    }
-
-    /// Reads up to `frames` frames of the file at `readPosition`, looping as asked. Call with
-    /// `lock` held.
-    private func read(into out: UnsafeMutablePointer<Float>, frames: Int) -> Int {
-        var got = 0
-        while got < frames {
-            var n = UInt32(frames - got)
-            var list = AudioBufferList(
-                mNumberBuffers: 1,
-                mBuffers: AudioBuffer(mNumberChannels: UInt32(channels), mDataByteSize: n * UInt32(4 * channels), mData: UnsafeMutableRawPointer(out + got * channels)))
-            let status = ExtAudioFileRead(file, &n, &list)
-            if status != noErr {
-                decodeError = status
-                report(statusError(status, "the audio could not be decoded at \(String(format: "%.3f", Double(readPosition) / sampleRate)) s: \(ExtAudioFileLastFailureReason())"))
-                loopsLeft = 0
-                return got
-            }
-            if n == 0 {
-                guard loopsLeft != 0, readPosition > 0 else { return got }
-                if loopsLeft > 0 { loopsLeft -= 1 }
-                _ = ExtAudioFileSeek(file, 0)
-                readPosition = 0
-                continue
-            }
-            got += Int(n)
-            readPosition += Int64(n)
-        }
-        return got
-    }
-
-    /// Fills `out` with time-stretched audio. Call with `lock` held.
-    private func stretch(into out: UnsafeMutablePointer<Float>, speed: Double) -> Int {
-        if stretcher == nil { stretcher = try? TimePitchProcessor(sampleRate: Int(sampleRate), channels: channels) }
-        guard let stretcher else { return read(into: out, frames: bufferFrames) }
-        stretcher.speed = Float(speed)
-        var produced = 0
-        while produced < bufferFrames {
-            let n = stretcher.read(into: out + produced * channels, maxFrames: bufferFrames - produced)
-            produced += n
-            if n > 0 { continue }
-            if inputEnded { break }
-            let got = scratch.withUnsafeMutableBufferPointer { read(into: $0.baseAddress!, frames: 2048) }
-            if got > 0 {
-                scratch.withUnsafeBufferPointer { stretcher.write($0.baseAddress!, frames: got) }
-            } else {
-                stretcher.flush()
-                inputEnded = true
-            }
-        }
-        return produced
+        segments.append(Segment(queueStart: actual.mSampleTime, frames: produced, fileStart: producedPosition, rate: madeAt))
+        producedPosition += Double(produced) * madeAt
     }
 
     /// The sound is exhausted: stop after what is enqueued has played. Call with `lock` held.
@@ -474,25 +436,24 @@ private final class PlayerCore: @unchecked Sendable {
         delegateQueue.async { [weak owner] in owner?.tellDecodeError(box.error) }
     }
 
-    /// Resets decoding to start at `restPosition` and fills every idle buffer. Call with `lock`
-    /// held, every buffer idle.
+    /// Resets decoding to start at `restPosition` and fills every idle buffer. Call with the
+    /// decoder's lock held and not `lock`, every buffer idle.
     private func startFeeding(_ q: AudioQueueRef) {
+        lock.lock()
         let start = Int64(restPosition.rounded(.down))
-        _ = ExtAudioFileSeek(file, min(max(start, 0), max(length - 1, 0)))
-        readPosition = start
         producedPosition = Double(start)
-        loopsLeft = numberOfLoops
         ended = false
         endNeedsStop = false
         decodeError = noErr
-        inputEnded = false
-        stretcher?.reset()
-        if !(enableRate && rate != 1) { stretcher = nil }
         segments = []
         feeding = true
+        let loops = numberOfLoops
+        let speed = enableRate ? Double(rate) : 1
         let buffers = idle
         idle = []
-        for b in buffers where !fill(b, q) { idle.append(b) }
+        lock.unlock()
+        decoder.reset(to: start, loops: loops, keepStretcher: speed != 1)
+        for b in buffers { fill(b, q, speed: speed) }
     }
 
     // MARK: Transport
@@ -505,15 +466,27 @@ private final class PlayerCore: @unchecked Sendable {
 
     func prepare() -> Bool {
         settle()
-        lock.lock()
-        defer { lock.unlock() }
-        return prepareLocked()
+        decoder.lock.lock()
+        defer { decoder.lock.unlock() }
+        return prepareDecoding()
     }
 
-    private func prepareLocked() -> Bool {
-        guard makeQueue(), let q = queue else { return false }
-        guard state == .idle else { return true }
+    /// Creates the queue, decodes the first buffers and primes. Call with the decoder's lock held
+    /// and not `lock`.
+    private func prepareDecoding() -> Bool {
+        lock.lock()
+        guard makeQueue(), let q = queue else {
+            lock.unlock()
+            return false
+        }
+        guard state == .idle else {
+            lock.unlock()
+            return true
+        }
+        lock.unlock()
         startFeeding(q)
+        lock.lock()
+        defer { lock.unlock() }
         guard AudioQueuePrime(q, 0, nil) == noErr else { return false }
         state = .prepared
         return true
@@ -521,10 +494,14 @@ private final class PlayerCore: @unchecked Sendable {
 
     func play(at hostTime: UInt64?) -> Bool {
         settle()
+        decoder.lock.lock()
+        defer { decoder.lock.unlock() }
+        if withLock({ state == .playing }) { return true }
+        guard prepareDecoding() else { return false }
         lock.lock()
         defer { lock.unlock() }
         if state == .playing { return true }
-        guard prepareLocked(), let q = queue else { return false }
+        guard let q = queue else { return false }
         var when = AudioTimeStamp()
         if let hostTime, hostTime > AudioGetCurrentHostTime() {
             when.mHostTime = hostTime
@@ -600,11 +577,18 @@ private final class PlayerCore: @unchecked Sendable {
         lock.unlock()
         AudioQueueReset(q)
         _ = AudioQueueWaitForReturnedBuffers(q, timeout: 2)
+        decoder.lock.lock()
+        defer { decoder.lock.unlock() }
+        lock.lock()
+        guard queue == q, state != .idle else {
+            lock.unlock()
+            return
+        }
+        restPosition = target
+        lock.unlock()
+        startFeeding(q)
         lock.lock()
         defer { lock.unlock() }
-        guard queue == q, state != .idle else { return }
-        restPosition = target
-        startFeeding(q)
         if endNeedsStop && state == .playing {
             endNeedsStop = false
             AudioQueueStop(q, false)

@@ -135,6 +135,56 @@ final class AVAudioPlayerTests: XCTestCase {
         XCTAssertEqual(log.finished.count, 1, "stop does not report finishing")
     }
 
+    /// Reading ``AVAudioPlayer/currentTime`` never waits for a decode: the player decodes on the
+    /// queue's thread without the lock property reads take. An MP3 looping at rate 1.5 (decoding,
+    /// a decoder restart at every loop, and the time-pitch processor) is read every 0.2 ms for 2 s;
+    /// the slowest read must take under 1 ms. Reads the scheduler preempted (an involuntary context
+    /// switch of the reading thread during the read) say nothing about the code path and are left
+    /// out; a read that waits for a lock switches voluntarily, and counts.
+    func testCurrentTimeReadsNeverWaitForADecode() throws {
+        let url = dir.appendingPathComponent("loop.mp3")
+        try PlayerFixtures.ffmpeg([
+            "-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*440*t)|0.5*sin(2*PI*660*t):s=48000:d=0.5",
+            "-c:a", "libmp3lame", "-b:a", "192k", url.path,
+        ])
+        let player = try AVAudioPlayer(contentsOf: url)
+        player.enableRate = true
+        player.rate = 1.5
+        player.numberOfLoops = -1
+        XCTAssertTrue(player.play())
+        defer { player.stop() }
+
+        func involuntarySwitches() -> Int {
+            var usage = rusage()
+            // RUSAGE_THREAD, which Glibc's header names only under _GNU_SOURCE.
+            getrusage(__rusage_who_t(1), &usage)
+            return usage.ru_nivcsw
+        }
+        var worst: UInt64 = 0
+        var reads = 0
+        var preempted = 0
+        var latest = 0.0
+        let end = DispatchTime.now().uptimeNanoseconds + 2_000_000_000
+        while DispatchTime.now().uptimeNanoseconds < end {
+            let switches = involuntarySwitches()
+            let before = DispatchTime.now().uptimeNanoseconds
+            latest = player.currentTime
+            let took = DispatchTime.now().uptimeNanoseconds - before
+            if involuntarySwitches() != switches {
+                preempted += 1
+            } else {
+                worst = max(worst, took)
+                reads += 1
+            }
+            usleep(200)
+        }
+        XCTAssertTrue(player.isPlaying)
+        XCTAssertGreaterThan(reads, 1000, "too few reads were not preempted (\(preempted) were)")
+        XCTAssertGreaterThanOrEqual(latest, 0)
+        XCTAssertLessThan(latest, 0.5 + 0.001, "the position wraps at each loop")
+        XCTAssertLessThan(Double(worst) / 1e6, 1.0, "the slowest of \(reads) reads of currentTime (ms)")
+    }
+
     func testScheduledStartVolumePanAndRate() throws {
         let url = dir.appendingPathComponent("a440.wav")
         try PlayerFixtures.tone(url, seconds: 1)
