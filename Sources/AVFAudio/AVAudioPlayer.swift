@@ -196,11 +196,13 @@ open class AVAudioPlayer: NSObject, @unchecked Sendable {
 /// The player's machinery: the file, the queue and its buffers, the map from the queue's timeline
 /// to file positions; decoding, looping and rate change are the ``PlayerDecoder``'s.
 ///
-/// Two locks. `lock` guards the player's state (transport, settings, segments, meters): every
-/// property read takes it, and it is never held while decoding, so a read returns at once. The
-/// decoder's lock is held while decoding, on the queue's callback thread (refills) or the caller's
-/// (start and seek); where both are taken, the decoder's comes first. Queue calls that wait for
-/// callbacks are made without either lock.
+/// Locks. `lock` guards the player's state (transport, settings, segments, meters) and is never
+/// held while decoding or enqueueing, so a property read that takes it returns at once;
+/// ``currentTime`` and ``isPlaying`` do not even take it, they read a copy published under a lock
+/// held only to copy it. The decoder's lock is held while decoding, on the queue's callback thread
+/// (refills) or the caller's (start and seek), and while stop and seek turn feeding off; where
+/// both are taken, the decoder's comes first. Queue calls that wait for callbacks are made
+/// without either lock.
 private final class PlayerCore: @unchecked Sendable {
     enum State { case idle, prepared, playing, paused }
 
@@ -232,10 +234,10 @@ private final class PlayerCore: @unchecked Sendable {
     private(set) var pan: Float = 0
 
     // Transport.
-    private var queue: AudioQueueRef?
+    private var queue: AudioQueueRef? { didSet { publish() } }
     private var idle: [AudioQueueBufferRef] = []
     private let decoder: PlayerDecoder
-    private var state = State.idle
+    private var state = State.idle { didSet { publish() } }
     /// Callbacks refill buffers (false while stopping, seeking, or after the end).
     private var feeding = false
     /// The file is exhausted and an asynchronous stop was asked for (or will be at start).
@@ -245,8 +247,20 @@ private final class PlayerCore: @unchecked Sendable {
     /// File position (frames, unwrapped) of the next output frame when the rate changes speed.
     private var producedPosition: Double = 0
     /// Where playback starts when not playing (frames).
-    private var restPosition: Double = 0
-    private var segments: [Segment] = []
+    private var restPosition: Double = 0 { didSet { publish() } }
+    private var segments: [Segment] = [] { didSet { publish() } }
+    /// What ``currentTime`` and ``isPlaying`` read, copied from the four above whenever one
+    /// changes, under a lock of its own held only to copy it: a read waits neither for a decode
+    /// nor for anything done under `lock`.
+    private var published = Published()
+    private let publishedLock = NSLock()
+
+    struct Published {
+        var state = State.idle
+        var queue: AudioQueueRef?
+        var restPosition: Double = 0
+        var segments: [Segment] = []
+    }
 
     private var meter: AVAudioPowerMeter
 
@@ -378,20 +392,27 @@ private final class PlayerCore: @unchecked Sendable {
         let (produced, madeAt) = decoder.produce(into: out, speed: speed)
         if let failure = decoder.takeFailure() { report(failure) }
         lock.lock()
-        defer { lock.unlock() }
         if decoder.error != noErr && decodeError == noErr { decodeError = decoder.error }
         guard feeding, !ended, q == queue else {
             idle.append(buffer)
+            lock.unlock()
             return
         }
         guard produced > 0 else {
             finishFeeding(q)
             idle.append(buffer)
+            lock.unlock()
             return
         }
+        lock.unlock()
+        // Enqueued without `lock` too (converting the buffer is most of the time it takes): stop
+        // and seek turn `feeding` off only while holding the decoder's lock, held here, so the
+        // buffer is still wanted; a dispose meanwhile makes the enqueue fail.
         buffer.pointee.mAudioDataByteSize = UInt32(produced * 4 * channels)
         var actual = AudioTimeStamp()
         let status = AudioQueueEnqueueBufferWithParameters(q, buffer, 0, nil, 0, 0, 0, nil, nil, &actual)
+        lock.lock()
+        defer { lock.unlock() }
         guard status == noErr else {
             idle.append(buffer)
             return
@@ -534,9 +555,13 @@ private final class PlayerCore: @unchecked Sendable {
     }
 
     func stop() {
+        // The decoder's lock while feeding stops, so that no buffer is between decoded and
+        // enqueued; not while waiting for the buffers (their callbacks may want it).
+        decoder.lock.lock()
         lock.lock()
         guard let q = queue, state != .idle else {
             lock.unlock()
+            decoder.lock.unlock()
             return
         }
         restPosition = positionLocked()
@@ -545,16 +570,29 @@ private final class PlayerCore: @unchecked Sendable {
         segments = []
         lock.unlock()
         AudioQueueStop(q, true)
+        decoder.lock.unlock()
         _ = AudioQueueWaitForReturnedBuffers(q, timeout: 2)
     }
 
-    var isPlaying: Bool { withLock { state == .playing } }
+    var isPlaying: Bool { publishedLock.withLock { published.state == .playing } }
 
-    var currentTime: TimeInterval { withLock { positionLocked() / sampleRate } }
+    var currentTime: TimeInterval { position(publishedLock.withLock { published }) / sampleRate }
+
+    /// Copies the state ``currentTime`` and ``isPlaying`` read. Call with `lock` held.
+    private func publish() {
+        let now = Published(state: state, queue: queue, restPosition: restPosition, segments: segments)
+        publishedLock.withLock { published = now }
+    }
 
     /// The file position being heard (frames). Call with `lock` held.
     private func positionLocked() -> Double {
-        guard state != .idle, let q = queue, !segments.isEmpty else { return restPosition }
+        position(Published(state: state, queue: queue, restPosition: restPosition, segments: segments))
+    }
+
+    /// The file position being heard (frames), from a copy of the state it depends on.
+    private func position(_ p: Published) -> Double {
+        let segments = p.segments
+        guard p.state != .idle, let q = p.queue, !segments.isEmpty else { return p.restPosition }
         var now = AudioTimeStamp()
         guard AudioQueueGetCurrentTime(q, nil, &now, nil) == noErr else { return segments[0].fileStart }
         let t = now.mSampleTime
@@ -567,15 +605,19 @@ private final class PlayerCore: @unchecked Sendable {
 
     func seek(to time: TimeInterval) {
         let target = min(max(time.isFinite ? time : 0, 0), duration) * sampleRate
+        // As in stop(): feeding stops with the decoder's lock held, the wait is without it.
+        decoder.lock.lock()
         lock.lock()
         guard let q = queue, state != .idle else {
             restPosition = target
             lock.unlock()
+            decoder.lock.unlock()
             return
         }
         feeding = false
         lock.unlock()
         AudioQueueReset(q)
+        decoder.lock.unlock()
         _ = AudioQueueWaitForReturnedBuffers(q, timeout: 2)
         decoder.lock.lock()
         defer { decoder.lock.unlock() }

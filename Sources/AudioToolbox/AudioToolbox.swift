@@ -37,14 +37,17 @@
 // 6. Delegates of AVAudioPlayer and AVAudioRecorder: a private serial dispatch queue each.
 //
 // Lock order, outermost first: a thread holding one of these never takes one above it.
-// 1. AVAudioPlayer's / AVAudioRecorder's core lock.
+// 1. AVAudioPlayer's decode lock (`PlayerDecoder.lock`: held while decoding and enqueueing, and
+//    while stop and seek turn feeding off), then its core lock (never held while decoding);
+//    AVAudioRecorder's core lock.
 // 2. AVAudioSession's route-check lock, then its state lock.
 // 3. `AudioQueueObject.lock` (the queue's state).
 // 4. The audio environment's lock (taken when a queue first opens a stream and connects).
 // 5. `PulseBackend`'s ducking-trigger lock.
 // 6. A `PulseConnection`'s main-loop lock (control or audio): innermost. Nothing of ours is
 //    taken while it is held, on any thread.
-// Leaves (held only around their own data, never while taking another): `AudioSessionHost`'s
-// state (a queue reads the session's stream properties and route under its own lock), the handle
-// tables (`LiveObjects`), a queue's inbox and reset condition. `HALEvents` and the rings are
+// Leaves (held only around their own data, never while taking another): AVAudioPlayer's
+// published position (what `currentTime` and `isPlaying` read), `AudioSessionHost`'s state (a
+// queue reads the session's stream properties and route under its own lock), the handle tables
+// (`LiveObjects`), a queue's inbox and reset condition (its `CallbackExecutor`'s). `HALEvents` and the rings are
 // atomics, not locks.
