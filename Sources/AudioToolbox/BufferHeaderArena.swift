@@ -98,12 +98,21 @@ final class BufferHeaderArena: Sendable {
     private func reserveRegion(_ s: inout State) -> Bool {
         let region = mmap(nil, regionBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
         guard let region, region != UnsafeMutableRawPointer(bitPattern: -1) else { return false }
+        // The headers hold the only pointers to their buffers' memory: LeakSanitizer, which scans
+        // the heap, globals and stacks but not other mappings, is told to scan this one too.
+        Self.registerRootRegion?(region, regionBytes)
         let base = UInt(bitPattern: region)
         s.next = base
         s.committed = base
         s.end = base + UInt(regionBytes)
         return true
     }
+
+    /// LeakSanitizer's `__lsan_register_root_region`, when this process runs under it.
+    private static let registerRootRegion: (@convention(c) (UnsafeRawPointer?, Int) -> Void)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__lsan_register_root_region") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeRawPointer?, Int) -> Void).self)
+    }()
 
     private func giveBack(_ page: UInt) {
         _ = madvise(UnsafeMutableRawPointer(bitPattern: page), pageBytes, MADV_DONTNEED)
