@@ -281,7 +281,10 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
             let earliest = max(scheduledEnd, currentSampleTime() ?? 0)
             var start = earliest
             if let requested = options.startTime, requested.mFlags.contains(.sampleTimeValid) {
-                item.startSample = Int64(requested.mSampleTime.rounded())
+                // A time no queue timeline can hold (NaN, infinite, beyond 2^63 frames) is a bad
+                // parameter, not a trap.
+                guard let sample = Int64(exactly: requested.mSampleTime.rounded()) else { return .failure(StatusError(kAudio_ParamError)) }
+                item.startSample = sample
                 start = max(item.startSample, earliest)
             }
             scheduledEnd = start + Int64(item.frames)
@@ -488,7 +491,9 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
             } else if t.mFlags.contains(.sampleTimeValid), let now = stream.currentTime() {
                 let deviceRate = stream.device.sampleRate
                 let deviceNow = Double(now.sampleTime) * deviceRate / stream.format.sampleRate
-                target = now.hostTime &+ UInt64(max(0, (t.mSampleTime - deviceNow) / deviceRate * 1e9))
+                // Clamped so that no requested time (NaN, infinite, absurd) can trap: at most ~30 years ahead.
+                let delay = (t.mSampleTime - deviceNow) / deviceRate * 1e9
+                target = now.hostTime &+ UInt64(delay.isNaN ? 0 : min(max(0, delay), 1e18))
             }
         }
         engine.stopWhenEmpty.store(false, ordering: .relaxed)

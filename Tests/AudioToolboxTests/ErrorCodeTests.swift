@@ -100,6 +100,18 @@ final class ErrorCodeTests: XCTestCase {
         XCTAssertEqual(AudioQueueGetProperty(queue, kAudioQueueProperty_CurrentLevelMeterDB, &meters, &size), kAudioQueueErr_InvalidPropertyValue, "metering not enabled")
         var stamp = AudioTimeStamp()
         XCTAssertEqual(AudioQueueGetCurrentTime(queue, nil, &stamp, nil), kAudioQueueErr_InvalidRunState, "never started")
+
+        // Start times no timeline can hold are bad parameters, never a trap.
+        var buffer: AudioQueueBufferRef?
+        XCTAssertEqual(AudioQueueAllocateBuffer(queue, 4 * 480, &buffer), noErr)
+        let b = try XCTUnwrap(buffer)
+        b.pointee.mAudioDataByteSize = 4 * 480
+        for bad in [Double.nan, .infinity, -.infinity, 1e300] {
+            var at = AudioTimeStamp()
+            at.mSampleTime = bad
+            at.mFlags = .sampleTimeValid
+            XCTAssertEqual(AudioQueueEnqueueBufferWithParameters(queue, b, 0, nil, 0, 0, 0, nil, &at, nil), kAudio_ParamError, "start at \(bad)")
+        }
     }
 
     func testEnqueueDuringReset() throws {
