@@ -49,5 +49,10 @@
 // Leaves (held only around their own data, never while taking another): AVAudioPlayer's
 // published position (what `currentTime` and `isPlaying` read), `AudioSessionHost`'s state (a
 // queue reads the session's stream properties and route under its own lock), the handle tables
-// (`LiveObjects`), a queue's inbox and reset condition (its `CallbackExecutor`'s). `HALEvents` and the rings are
-// atomics, not locks.
+// (`LiveObjects`), a queue's inbox and reset condition (its `CallbackExecutor`'s). `HALEvents`
+// and the rings are atomics, not locks.
+//
+// A queue's transport (which call leads where, and which of Apple's errors refuses it) is one
+// table: `QueueTransport.swift`. A queue is its parts: `QueueTransport`, `QueueBufferPool`,
+// `CallbackExecutor`, the stream binding in `AudioQueueObject`, and the server-thread half,
+// `AudioQueueEngine`.
