@@ -66,6 +66,26 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     /// Turns the server's events into Apple's notifications. Runs on the session's event thread;
     /// notifications are posted there (a secondary thread, as Apple's route changes are).
     private func handle(_ event: AudioSessionEvent) {
+        if event.contains(.environmentChanged) {
+            // A test put the process on another backend: the session starts over, inactive, with
+            // the new environment's route as the last one seen.
+            locked {
+                active = false
+                grant = nil
+                interrupted = false
+                interrupter = nil
+                olderSessions = []
+                otherAudioWasPlaying = nil
+                wasActiveBeforeLoss = false
+            }
+            routeCheck.lock()
+            let route = currentRoute
+            locked {
+                lastRoute = route
+                seenOutputs = Set(route.outputs.map(\.uid))
+            }
+            routeCheck.unlock()
+        }
         if event.contains(.serverLost) {
             lock.lock()
             wasActiveBeforeLoss = active

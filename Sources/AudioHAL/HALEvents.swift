@@ -16,6 +16,9 @@ package final class HALEvents: @unchecked Sendable {
         package static let serverLost = Kind(rawValue: 8)
         /// A playback stream of some client came or went.
         package static let streams = Kind(rawValue: 16)
+        /// The backend stopped being the process's environment (``AudioSystem/current`` changed):
+        /// whoever follows the environment's events should follow the new one's.
+        package static let retired = Kind(rawValue: 32)
     }
 
     package let wakeup = Wakeup()

@@ -167,7 +167,7 @@ private func currentDevice(_ queue: AudioQueueObject) -> HALDeviceInfo? {
     let name = queue.deviceName
     queue.lock.unlock()
     if let stream { return stream.device }
-    guard let backend = try? HAL.backend() else { return nil }
+    guard let backend = try? AudioSystem.current.backend() else { return nil }
     return try? queue.isOutput ? backend.outputDevice(named: name) : backend.inputDevice(named: name)
 }
 

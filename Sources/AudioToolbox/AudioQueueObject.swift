@@ -316,7 +316,7 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
     func ensureStream(corked: Bool) -> OSStatus {
         if stream != nil { return noErr }
         do {
-            let backend = try HAL.backend()
+            let backend = try AudioSystem.current.backend()
             // The session's properties (media.role, filter.want) where AVAudioSession set them.
             var properties: [String: String] = ["media.name": "AudioQueue"]
             if isOutput { properties["media.role"] = "music" }

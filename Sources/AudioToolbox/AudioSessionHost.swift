@@ -91,14 +91,14 @@ package enum AudioSessionHost {
 
     /// Session streams of other processes marked exclusive, by the server's stream index.
     package static func exclusiveSessions() -> Set<UInt32> {
-        guard let backend = (try? HAL.backend()) as? PulseBackend else { return [] }
+        guard let backend = (try? AudioSystem.current.backend()) as? PulseBackend else { return [] }
         return Set(backend.otherPlaybackStreams().filter { $0.properties[exclusiveProperty] == "1" }.map(\.index))
     }
 
     package static func activate(sampleRate: Double, channels: Int, ioBufferDuration: Double, exclusive: Bool = false) throws(AudioFailure) -> AudioSessionGrant {
         deactivate()
         do {
-            let backend = try HAL.backend()
+            let backend = try AudioSystem.current.backend()
             let request = HALStreamRequest(
                 format: HALStreamFormat(sampleRate: sampleRate, channels: channels), bufferDuration: ioBufferDuration,
                 name: "AVAudioSession",
@@ -130,7 +130,7 @@ package enum AudioSessionHost {
     /// Whether the server lets this process capture: a capture stream on the default source opens
     /// (`true`) or is refused (`false`); `nil` when no server answers (nothing could be checked).
     package static func checkCapture() -> Bool? {
-        guard let backend = try? HAL.backend() else { return nil }
+        guard let backend = try? AudioSystem.current.backend() else { return nil }
         final class Discard: HALStreamClient, @unchecked Sendable {}
         let request = HALStreamRequest(
             format: HALStreamFormat(sampleRate: 48000, channels: 1), bufferDuration: 0.05, name: "record permission check",
@@ -146,13 +146,13 @@ package enum AudioSessionHost {
 
     /// Whether another client's playback stream is audible: not corked, not muted, volume above 0.
     package static func otherAudioPlaying() -> Bool {
-        guard let backend = (try? HAL.backend()) as? PulseBackend else { return false }
+        guard let backend = (try? AudioSystem.current.backend()) as? PulseBackend else { return false }
         return backend.otherPlaybackStreams().contains { !$0.corked && !$0.muted && $0.volume > 0 }
     }
 
     /// The default sink's volume on the server's scale (0 … 1 for 0 … 100 %), `nil` without one.
     package static func outputVolume() -> Double? {
-        ((try? HAL.backend()) as? PulseBackend)?.defaultOutputVolume()
+        ((try? AudioSystem.current.backend()) as? PulseBackend)?.defaultOutputVolume()
     }
 
     /// Ducks other clients' music, video and role-less playback while the session is active
@@ -163,7 +163,7 @@ package enum AudioSessionHost {
     /// server refuses.
     package static func duckOthers() throws(AudioFailure) {
         do {
-            try HAL.backend().setDuckingOthers(true, device: state.withLock { $0.outputDevice })
+            try AudioSystem.current.backend().setDuckingOthers(true, device: state.withLock { $0.outputDevice })
         } catch {
             throw AudioFailure(error.kind == .noServer ? kAudioQueueErr_InvalidDevice : kAudioQueueErr_CannotStart, "cannot duck others: \(error)")
         }
@@ -171,19 +171,19 @@ package enum AudioSessionHost {
 
     /// Ends what ``duckOthers()`` started.
     package static func unduckOthers() {
-        try? HAL.backend().setDuckingOthers(false, device: nil)
+        try? AudioSystem.current.backend().setDuckingOthers(false, device: nil)
     }
 
     /// Whether the server still has an output device of that name.
     package static func outputExists(_ name: String) -> Bool {
-        guard let backend = try? HAL.backend() else { return false }
+        guard let backend = try? AudioSystem.current.backend() else { return false }
         return (try? backend.outputDevice(named: name)) != nil
     }
 
     /// The devices the session's audio goes to and comes from now: the output override and the
     /// preferred input where set (and still present), else the server's defaults.
     package static func defaultDevices() -> (output: AudioSessionDevice?, input: AudioSessionDevice?) {
-        guard let backend = try? HAL.backend() else { return (nil, nil) }
+        guard let backend = try? AudioSystem.current.backend() else { return (nil, nil) }
         let (outName, inName) = state.withLock { ($0.outputDevice, $0.inputDevice) }
         let output = ((outName.flatMap { try? backend.outputDevice(named: $0) }) ?? (try? backend.outputDevice(named: nil))).map(AudioSessionDevice.init)
         let input = ((inName.flatMap { try? backend.inputDevice(named: $0) }) ?? (try? backend.inputDevice(named: nil))).map(AudioSessionDevice.init)
@@ -193,7 +193,7 @@ package enum AudioSessionHost {
     /// Every output (`true`) or input device of the server; inputs leave out monitors of sinks
     /// except the default source (a monitor can be the default "microphone", as in the tests).
     package static func devices(output: Bool) -> [AudioSessionDevice] {
-        guard let backend = (try? HAL.backend()) as? PulseBackend else { return [] }
+        guard let backend = (try? AudioSystem.current.backend()) as? PulseBackend else { return [] }
         var list = backend.devices(output: output).map(AudioSessionDevice.init)
         if !output, let fallback = try? backend.inputDevice(named: nil), !list.contains(where: { $0.name == fallback.name }) {
             list.insert(AudioSessionDevice(fallback), at: 0)
@@ -227,6 +227,10 @@ package struct AudioSessionEvent: OptionSet, Sendable {
     package static let serverLost = AudioSessionEvent(rawValue: 8)
     /// A server answers again after a loss.
     package static let serverBack = AudioSessionEvent(rawValue: 16)
+    /// The process's audio environment (``AudioSystem/current``) changed: the session's stream
+    /// is closed, and routes and devices are the new environment's. Handled on the thread that
+    /// changed it, before the change returns.
+    package static let environmentChanged = AudioSessionEvent(rawValue: 64)
     /// Playback streams came or went: another session may have started or ended.
     package static let otherSessions = AudioSessionEvent(rawValue: 32)
 }
@@ -235,11 +239,19 @@ extension AudioSessionHost {
     private static let monitor = Mutex<Thread?>(nil)
 
     /// Starts, once, the thread that turns the server's events into `handler` calls. The handler
-    /// runs on that thread (never the server thread), one call at a time. After a loss it
+    /// runs on that thread (never the server thread), one call at a time, except for
+    /// ``AudioSessionEvent/environmentChanged``, which runs on the thread that changes the
+    /// environment. After a loss it
     /// reconnects on its own, waiting 50 ms, then twice as long each try, up to 1 s.
     package static func startMonitoring(_ handler: @escaping @Sendable (AudioSessionEvent) -> Void) {
         monitor.withLock { thread in
             guard thread == nil else { return }
+            AudioSystem.observeChanges { old, _ in
+                // The session's stream and ducking belong to the old environment's backend.
+                closeSessionStream()
+                try? old.connectedBackend?.setDuckingOthers(false, device: nil)
+                handler(.environmentChanged)
+            }
             let t = Thread { monitorLoop(handler) }
             t.name = "AVAudioSession events"
             t.start()
@@ -251,18 +263,29 @@ extension AudioSessionHost {
         nameCurrentThread("AVAudioSession events")
         var lost = false
         var backoff = 0.05
+        var followed: AudioSystem?
         while true {
-            guard let backend = try? HAL.backend() else {
+            let system = AudioSystem.current
+            if followed !== system {
+                // Another environment (its observer told the session): a loss was the old one's.
+                followed = system
+                lost = false
+                backoff = 0.05
+            }
+            guard let backend = try? system.backend() else {
                 Thread.sleep(forTimeInterval: backoff)
                 backoff = min(backoff * 2, 1)
                 continue
             }
+            // Set after `backend()`: a change made before the backend existed raised nothing.
+            guard AudioSystem.current === system else { continue }
             if lost {
                 lost = false
                 backoff = 0.05
                 handler(.serverBack)
             }
-            // Sleeps until the server says something (every event, a loss included, signals).
+            // Sleeps until the server says something (every event, a loss or the environment's
+            // change included, signals).
             backend.events.wakeup.wait()
             let raised = backend.events.take()
             var event: AudioSessionEvent = []
@@ -274,16 +297,21 @@ extension AudioSessionHost {
                 event.insert(.serverLost)
                 // The ducking went with the connection; its stream is let go with the backend.
                 try? backend.setDuckingOthers(false, device: nil)
-                HAL.discard(backend)
-                let dead = state.withLock { s -> (any HALStream)? in
-                    defer { s.stream = nil }
-                    return s.stream
-                }
-                dead?.close()
+                system.discard(backend)
+                closeSessionStream()
                 lost = true
             }
-            if !event.isEmpty { handler(event) }
+            if !event.isEmpty && AudioSystem.current === system { handler(event) }
         }
+    }
+
+    /// Closes the session's stream, if it has one, without deactivating anything else.
+    private static func closeSessionStream() {
+        let dead = state.withLock { s -> (any HALStream)? in
+            defer { s.stream = nil }
+            return s.stream
+        }
+        dead?.close()
     }
 
     /// Reopens the streams of the process's queues whose server-side buffer no longer matches

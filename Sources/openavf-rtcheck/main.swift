@@ -474,7 +474,7 @@ let buildKind = "release"
         let files = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("openavf-rtcheck-\(getpid())")
         defer { try? FileManager.default.removeItem(at: files) }
         try makeFiles(in: files)
-        guard let backend = try HAL.backend() as? PulseBackend else { throw Failure("the backend is not PulseAudio") }
+        guard let backend = try AudioSystem.current.backend() as? PulseBackend else { throw Failure("the backend is not PulseAudio") }
         let thread = backend.serverThread()
         var clean = true
         print("allocations and frees on the real-time server thread, per scenario (target 0; \(buildKind) build)")
