@@ -3,17 +3,19 @@ public import Foundation
 /// The process's audio session, on the Linux sound server.
 ///
 /// Linux mapping (see the issue notes and README):
-/// - Category, mode and options become stream properties every queue, player and recorder of the
-///   process carries: `media.role` (``streamProperties(category:mode:options:)`` has the table)
-///   and `filter.want=echo-cancel` for voice and video chat, so the server's policy modules
+/// - Category, mode and options say what every queue, player and recorder stream of the process
+///   is for (``streamUse(category:mode:options:)`` has the table) and whether it wants echo
+///   cancellation (voice and video chat); the backend tells the server in its own words (on
+///   PulseAudio, `media.role` and `filter.want=echo-cancel`), so the server's policy modules
 ///   (role-cork, role-ducking, echo-cancel) treat the session as iOS treats it.
 /// - Activation opens the session's own stream: silent and corked, with the session's role,
 ///   preferred sample rate and I/O buffer duration. What the server grants it is what the current
 ///   values report (`sampleRate`, `ioBufferDuration`, `outputLatency`), and it stays open while
 ///   the session is active. Changing a preferred value while active reopens it, and a new I/O
 ///   buffer duration reopens the running queues' streams too (losing one buffer's worth).
-/// - The route is the default sink and source; their active port type (or `device.form_factor`
-///   where there are no ports) gives Apple's port type.
+/// - The route is the default output and input devices; the kind of device the backend sees
+///   (speaker, headphones, HDMI…, from the active port's type or the device's form factor on
+///   PulseAudio) gives Apple's port type.
 /// - `duckOthers` lowers other clients' music and video streams (and those without a role) to
 ///   20 % of their volume on the server's scale (cubic: −41.9 dB) while the session is active.
 ///   The server does it (PulseAudio's `module-role-ducking`, loaded if absent), keyed to a stream
@@ -258,45 +260,43 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     static let categories: Set<Category> = [.ambient, .soloAmbient, .playback, .record, .playAndRecord, .multiRoute]
     static let modes: Set<Mode> = [.default, .voiceChat, .gameChat, .videoRecording, .measurement, .moviePlayback, .videoChat, .spokenAudio, .voicePrompt]
 
-    /// The stream properties a session puts on its output and input streams.
+    /// What a session's output and input streams say they are for: the server's policy (who
+    /// interrupts and ducks whom, and echo cancellation) follows it, in the backend's terms (on
+    /// PulseAudio, `media.role` and `filter.want`).
     ///
-    /// `media.role`: voice and game chat → `phone` (a call: the server corks music and video);
-    /// mixable sessions (ambient, or `mixWithOthers`) → `game`, which the role-cork module leaves
-    /// alone, so they are never interrupted by ordinary playback; movie playback and video
-    /// recording → `video`; other non-mixable playback → `music` (interrupted by a call);
-    /// voice prompts → `event`; recording, measurement and multi-route → `production` (no
-    /// processing, not corked). Voice and video chat also ask for `filter.want=echo-cancel`.
-    package static func streamProperties(category: Category, mode: Mode, options: CategoryOptions) -> (output: [String: String], input: [String: String]) {
+    /// Voice and game chat → a call (it interrupts media playback); mixable sessions (ambient, or
+    /// `mixWithOthers`, which `duckOthers` implies) → mixable sound, never interrupted by ordinary
+    /// playback; movie playback and video recording → a movie; other non-mixable playback →
+    /// media (interrupted by a call); voice prompts → an announcement; recording, measurement
+    /// and multi-route → unprocessed. Input of a media, movie or mixable session is unprocessed.
+    /// Voice and video chat also ask for echo cancellation.
+    package static func streamUse(category: Category, mode: Mode, options: CategoryOptions) -> (output: AudioSessionStreamUse, input: AudioSessionStreamUse) {
         let mixable = isMixable(category, options)
-        let role: String
+        let purpose: AudioStreamPurpose
         switch mode {
-        case .voiceChat, .videoChat, .gameChat: role = "phone"
-        case .voicePrompt: role = "event"
-        case .measurement: role = "production"
+        case .voiceChat, .videoChat, .gameChat: purpose = .voiceCommunication
+        case .voicePrompt: purpose = .announcement
+        case .measurement: purpose = .unprocessed
         default:
             if mixable {
-                role = "game"
+                purpose = .mixable
             } else if mode == .moviePlayback || mode == .videoRecording {
-                role = "video"
+                purpose = .movie
             } else if category == .record || category == .multiRoute {
-                role = "production"
+                purpose = .unprocessed
             } else {
-                role = "music"
+                purpose = .media
             }
         }
-        var output = ["media.role": role]
-        var input = ["media.role": role == "music" || role == "video" || role == "game" ? "production" : role]
-        if mode == .voiceChat || mode == .videoChat {
-            output["filter.want"] = "echo-cancel"
-            input["filter.want"] = "echo-cancel"
-        }
-        return (output, input)
+        let echo = mode == .voiceChat || mode == .videoChat
+        let input: AudioStreamPurpose = purpose == .media || purpose == .movie || purpose == .mixable ? .unprocessed : purpose
+        return (AudioSessionStreamUse(purpose: purpose, echoCancellation: echo), AudioSessionStreamUse(purpose: input, echoCancellation: echo))
     }
 
     private func applyStreamProperties() {
         let (c, m, o) = locked { (_category, _mode, _options) }
-        let p = Self.streamProperties(category: c, mode: m, options: o)
-        AudioSessionHost.setStreamProperties(output: p.output, input: p.input)
+        let use = Self.streamUse(category: c, mode: m, options: o)
+        AudioSessionHost.setStreamUse(output: use.output, input: use.input)
     }
 
     // MARK: Activation
@@ -461,39 +461,24 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             outputs: plays ? devices.output.map { [Self.port($0, output: true)] } ?? [] : [])
     }
 
-    /// Apple's port type for a server device: the active port's type, else `device.form_factor`,
-    /// else the bus; a sink is a speaker and a source a built-in microphone when nothing says more.
-    package static func portType(portType: Int?, properties: [String: String], output: Bool) -> Port {
-        let bus = properties["device.bus"] ?? ""
-        if bus == "bluetooth" {
-            let profile = properties["bluetooth.protocol"] ?? properties["api.bluez5.profile"] ?? ""
-            return profile.contains("a2dp") && output ? .bluetoothA2DP : .bluetoothHFP
+    /// Apple's port type for a device of `kind`: a device the backend knows nothing more of is
+    /// the built-in speaker (output) or microphone (input); a headset is headphones out and a
+    /// wired microphone in; Bluetooth plays A2DP and records over HFP.
+    package static func portType(kind: AudioDeviceKind, output: Bool) -> Port {
+        switch kind {
+        case .builtIn: output ? .builtInSpeaker : .builtInMic
+        case .speaker: .builtInSpeaker
+        case .microphone: .builtInMic
+        case .headphones: .headphones
+        case .headset: output ? .headphones : .headsetMic
+        case .handset: .builtInReceiver
+        case .line: output ? .lineOut : .lineIn
+        case .hdmi: .HDMI
+        case .usb: .usbAudio
+        case .bluetoothA2DP: output ? .bluetoothA2DP : .bluetoothHFP
+        case .bluetoothHFP: .bluetoothHFP
+        case .car: .carAudio
         }
-        switch portType {
-        case 2: return .builtInSpeaker
-        case 3: return .headphones
-        case 6: return output ? .headphones : .headsetMic
-        case 7, 8: return .builtInReceiver
-        case 4, 22: return output ? .lineOut : .lineIn
-        case 5: return .builtInMic
-        case 10: return .HDMI
-        case 14: return .usbAudio
-        case 15: return output ? .bluetoothA2DP : .bluetoothHFP
-        case 18: return .carAudio
-        default: break
-        }
-        switch properties["device.form_factor"] ?? "" {
-        case "headphone": return .headphones
-        case "headset": return output ? .headphones : .headsetMic
-        case "handset": return .builtInReceiver
-        case "speaker", "internal": return output ? .builtInSpeaker : .builtInMic
-        case "microphone", "webcam": return output ? .builtInSpeaker : .builtInMic
-        case "hdmi", "tv": return .HDMI
-        case "car": return .carAudio
-        default: break
-        }
-        if bus == "usb" { return .usbAudio }
-        return output ? .builtInSpeaker : .builtInMic
     }
 
     /// The inputs the server has: its sources (not the monitors of its sinks, except a monitor
@@ -525,7 +510,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         var target: String?
         if portOverride == .speaker {
             guard let speaker = AudioSessionHost.devices(output: true).first(where: {
-                Self.portType(portType: $0.portType, properties: $0.properties, output: true) == .builtInSpeaker
+                Self.portType(kind: $0.kind, output: true) == .builtInSpeaker
             }) else { throw Self.error(.resourceNotAvailable, "the server has no speaker") }
             target = speaker.name
         }
@@ -536,7 +521,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
 
     static func port(_ device: AudioSessionDevice, output: Bool) -> AVAudioSessionPortDescription {
         AVAudioSessionPortDescription(
-            portType: portType(portType: device.portType, properties: device.properties, output: output), portName: device.description.isEmpty ? device.name : device.description,
+            portType: portType(kind: device.kind, output: output), portName: device.description.isEmpty ? device.name : device.description,
             uid: device.name, channelCount: device.channels)
     }
 

@@ -11,6 +11,25 @@ package struct HALStreamFormat: Sendable, Equatable {
     }
 }
 
+/// What a stream is for, in the terms of Apple's session: the server's policy (who interrupts,
+/// ducks or corks whom, and which processing applies) follows it. Each backend maps it to its own
+/// vocabulary (the PulseAudio backend to `media.role`).
+package enum HALStreamPurpose: Sendable, Equatable, CaseIterable {
+    /// Music and other media playback, interrupted by a call.
+    case media
+    /// A movie's sound track (or a video recording's).
+    case movie
+    /// Sound that mixes with others (ambient, game sound, `mixWithOthers`): never interrupted by
+    /// other playback.
+    case mixable
+    /// A call: voice or video chat; it interrupts media playback.
+    case voiceCommunication
+    /// A short announcement or prompt.
+    case announcement
+    /// Recording or measuring without processing.
+    case unprocessed
+}
+
 /// What a stream asks of the server.
 package struct HALStreamRequest: Sendable {
     package var format: HALStreamFormat
@@ -18,8 +37,13 @@ package struct HALStreamRequest: Sendable {
     package var bufferDuration: Double
     /// The stream's name as the server shows it.
     package var name: String
-    /// Stream properties such as `media.role`.
-    package var properties: [String: String]
+    /// What the stream is for; `nil` says nothing (the server's default treatment).
+    package var purpose: HALStreamPurpose?
+    /// Whether the stream wants the server's echo cancellation (voice and video chat).
+    package var echoCancellation = false
+    /// Marks an audio session's stream as non-mixable playback, so that other processes of this
+    /// library see it in ``AudioBackend/otherPlaybackStreams()`` and are interrupted by it.
+    package var exclusiveSession = false
     /// Start without consuming data until ``HALStream/setCorked(_:)`` says otherwise.
     package var startCorked: Bool
     /// Report the server's cork and uncork requests for this stream through the backend's
@@ -31,13 +55,19 @@ package struct HALStreamRequest: Sendable {
     package var carriesSound = true
     /// The device's server name, or `nil` for the default device.
     package var device: String?
+    /// Properties in the server's own words, for a backend's private streams (the PulseAudio
+    /// backend's ducking trigger); they win over what ``purpose`` maps to.
+    var serverProperties: [String: String] = [:]
 
-    package init(format: HALStreamFormat, bufferDuration: Double, name: String, properties: [String: String] = [:], startCorked: Bool = true, device: String? = nil) {
+    package init(
+        format: HALStreamFormat, bufferDuration: Double, name: String, purpose: HALStreamPurpose? = nil, startCorked: Bool = true,
+        device: String? = nil
+    ) {
         self.device = device
         self.format = format
         self.bufferDuration = min(max(bufferDuration, 0.002), 1.0)
         self.name = name
-        self.properties = properties
+        self.purpose = purpose
         self.startCorked = startCorked
     }
 }
@@ -83,11 +113,32 @@ package typealias HALRenderSource = HALStreamClient
 /// A capture stream's client (``HALStreamClient/capture(_:frames:time:)``).
 package typealias HALCaptureSink = HALStreamClient
 
-/// What kind of jack or transducer a device's active port is, as the server says
-/// (PulseAudio's `pa_device_port_type_t`, the same numbers).
-package enum HALPortType: Int, Sendable {
-    case unknown = 0, aux, speaker, headphones, line, mic, headset, handset, earpiece, spdif, hdmi, tv, radio, video, usb,
-        bluetooth, portable, handsfree, car, hifi, phone, network, analog
+/// What a device is to the person using it: the kind of jack, transducer or link. Backends work
+/// it out in their own terms (the PulseAudio backend from the active port's type and the
+/// device's form factor and bus); the audio session maps it to Apple's port types.
+package enum HALDeviceKind: Sendable, Equatable, CaseIterable {
+    /// Nothing more is known: taken for the built-in speaker (output) or microphone (input).
+    case builtIn
+    /// A loudspeaker.
+    case speaker
+    /// A microphone.
+    case microphone
+    /// Headphones (output only).
+    case headphones
+    /// A wired headset: headphones out, its microphone in.
+    case headset
+    /// A handset or earpiece held to the ear.
+    case handset
+    /// A line-level jack.
+    case line
+    case hdmi
+    case usb
+    /// Bluetooth with a music profile (A2DP).
+    case bluetoothA2DP
+    /// Bluetooth with a call profile (HFP/HSP).
+    case bluetoothHFP
+    /// A car's audio system.
+    case car
 }
 
 /// A device as the layers above see it.
@@ -97,23 +148,51 @@ package struct HALDeviceInfo: Sendable, Equatable {
     package var description: String
     package var sampleRate: Double
     package var channels: Int
-    /// The server's properties of the device (`device.form_factor`, `device.bus`, `device.api`…).
-    package var properties: [String: String]
-    /// The active port: its name and type, when the device has ports.
+    /// What it is (speaker, headphones, HDMI…).
+    package var kind: HALDeviceKind
+    /// The active port's name, when the device has ports.
     package var portName: String?
-    package var portType: HALPortType?
     package init(
-        name: String, description: String, sampleRate: Double, channels: Int, properties: [String: String] = [:], portName: String? = nil,
-        portType: HALPortType? = nil
+        name: String, description: String, sampleRate: Double, channels: Int, kind: HALDeviceKind = .builtIn, portName: String? = nil
     ) {
         self.name = name
         self.description = description
         self.sampleRate = sampleRate
         self.channels = channels
-        self.properties = properties
+        self.kind = kind
         self.portName = portName
-        self.portType = portType
     }
+}
+
+/// Another client's playback stream, as the audio session sees it.
+package struct HALPlaybackStream: Sendable, Equatable {
+    /// The server's identifier of the stream, unique while it lives.
+    package var index: UInt32
+    /// What the stream says it is for, where it says it in words this library knows.
+    package var purpose: HALStreamPurpose?
+    package var corked: Bool
+    package var muted: Bool
+    /// The stream's volume on the server's scale (1 = 100 %, unchanged), averaged over channels.
+    package var volume: Double
+    package var channels: Int
+    /// An audio session of another process of this library that plays non-mixably
+    /// (``HALStreamRequest/exclusiveSession``).
+    package var exclusiveSession: Bool
+    package init(
+        index: UInt32, purpose: HALStreamPurpose? = nil, corked: Bool = false, muted: Bool = false, volume: Double = 1, channels: Int = 2,
+        exclusiveSession: Bool = false
+    ) {
+        self.index = index
+        self.purpose = purpose
+        self.corked = corked
+        self.muted = muted
+        self.volume = volume
+        self.channels = channels
+        self.exclusiveSession = exclusiveSession
+    }
+
+    /// Whether a listener hears it: not corked, not muted, volume above 0.
+    package var isAudible: Bool { !corked && !muted && volume > 0 }
 }
 
 /// A failure of the device layer, with the server's own code and message.
@@ -168,6 +247,13 @@ package protocol AudioBackend: AnyObject, Sendable {
     func inputDevice(named name: String?) throws(HALError) -> HALDeviceInfo
     func openOutput(_ request: HALStreamRequest, source: HALStreamClient) throws(HALError) -> any HALStream
     func openInput(_ request: HALStreamRequest, sink: HALStreamClient) throws(HALError) -> any HALStream
+    /// Every output device (`true`), or every input device that is not a monitor of an output.
+    func devices(output: Bool) -> [HALDeviceInfo]
+    /// Playback streams of other clients (this process's own are left out).
+    func otherPlaybackStreams() -> [HALPlaybackStream]
+    /// The default output device's volume on the server's scale (1 = 100 %), averaged over
+    /// channels; `nil` without one.
+    func defaultOutputVolume() -> Double?
     /// Ducks other clients' music and video playback (and playback that names no role) while
     /// `on`, by the server's own policy, so that it ends when this process's connection does,
     /// however the process ends; `device` is where this process plays (`nil`: the default). This

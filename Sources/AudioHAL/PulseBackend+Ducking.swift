@@ -55,8 +55,9 @@ extension PulseBackend {
             do throws(HALError) {
                 try ensureDuckingModule()
                 var request = HALStreamRequest(
-                    format: HALStreamFormat(sampleRate: 48000, channels: 1), bufferDuration: 0.5, name: "duck others",
-                    properties: ["media.role": Self.duckTriggerRole, "media.name": "duck others"], startCorked: false, device: device)
+                    format: HALStreamFormat(sampleRate: 48000, channels: 1), bufferDuration: 0.5, name: "duck others", startCorked: false,
+                    device: device)
+                request.serverProperties = ["media.role": Self.duckTriggerRole]
                 request.carriesSound = false
                 s = try openOutput(request, source: SilenceSource())
                 return .success(())

@@ -1,19 +1,6 @@
 internal import CPulseAudio
 import Foundation
 
-/// Another client's playback stream, as the audio session sees it.
-package struct HALPlaybackStream: Sendable {
-    package var index: UInt32
-    package var role: String?
-    package var corked: Bool
-    package var muted: Bool
-    /// The stream's volume on the server's scale (1 = 100 %, unchanged; the scale is cubic:
-    /// 20 % is −42 dB), averaged over channels.
-    package var volume: Double
-    package var channels: Int
-    package var properties: [String: String]
-}
-
 extension PulseBackend {
     /// Playback streams of other clients (this process's own, on either connection, are left out,
     /// and so are the silent trigger streams of processes that duck others: they play nothing).
@@ -37,9 +24,9 @@ extension PulseBackend {
                 {
                     var volume = i.volume
                     box.streams.append(HALPlaybackStream(
-                        index: i.index, role: properties["media.role"], corked: i.corked != 0, muted: i.mute != 0,
-                        volume: Double(pa_cvolume_avg(&volume)) / Double(PA_VOLUME_NORM), channels: Int(i.volume.channels),
-                        properties: properties))
+                        index: i.index, purpose: PulseBackend.purpose(role: properties["media.role"]), corked: i.corked != 0,
+                        muted: i.mute != 0, volume: Double(pa_cvolume_avg(&volume)) / Double(PA_VOLUME_NORM),
+                        channels: Int(i.volume.channels), exclusiveSession: properties[PulseBackend.exclusiveSessionProperty] == "1"))
                 }
                 if eol != 0 { pa_threaded_mainloop_signal(box.mainloop, 0) }
             }, Unmanaged.passUnretained(box).toOpaque()))

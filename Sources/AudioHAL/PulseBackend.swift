@@ -107,8 +107,9 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
     ) -> HALDeviceInfo {
         HALDeviceInfo(
             name: String(cString: name), description: description.map { String(cString: $0) } ?? "",
-            sampleRate: Double(spec.rate), channels: Int(spec.channels), properties: properties(proplist),
-            portName: port?.name.map { String(cString: $0) }, portType: port.flatMap { HALPortType(rawValue: Int($0.type)) })
+            sampleRate: Double(spec.rate), channels: Int(spec.channels),
+            kind: deviceKind(portType: port.flatMap { PulsePortType(rawValue: Int($0.type)) }, properties: properties(proplist)),
+            portName: port?.name.map { String(cString: $0) })
     }
 
     /// A property list as a dictionary. The control connection's thread, or with its lock held.

@@ -74,7 +74,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
         pa_channel_map_init_extend(&map, UInt32(request.format.channels), PA_CHANNEL_MAP_DEFAULT)
         let props = pa_proplist_new()
         defer { pa_proplist_free(props) }
-        for (key, value) in request.properties { pa_proplist_sets(props, key, value) }
+        for (key, value) in PulseBackend.streamProperties(request) { pa_proplist_sets(props, key, value) }
 
         let bytes = UInt32(Double(frameBytes) * (request.bufferDuration * request.format.sampleRate).rounded(.up))
         var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)

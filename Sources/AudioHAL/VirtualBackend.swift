@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// A backend without a server: a clock the caller advances, for deterministic tests and for
@@ -7,50 +8,193 @@ import Synchronization
 /// is called; then every uncorked output stream renders that many frames on the caller's thread,
 /// which plays the part of the server thread, and every uncorked input stream captures from
 /// ``inputSignal``. Host time is derived from the rendered frames, never from the wall clock.
+///
+/// Its policy is a scene the test scripts: devices it plugs in and pulls out (``plug(_:output:makeDefault:)``,
+/// ``unplug(_:)``), other clients' playback streams (``setOtherStreams(_:)``), the default
+/// output's volume, and calls that interrupt (``beginInterruption()``). Each change raises the
+/// ``HALEvents`` a server would, so the audio session hears it as it hears PulseAudio.
 package final class VirtualBackend: AudioBackend, @unchecked Sendable {
     package let name = "virtual"
     package let events = HALEvents()
+    /// The device whose rate the clock runs at: the first output, `virtual`.
     package let device: HALDeviceInfo
     private let lock = Mutex<[VirtualStream]>([])
     private let frames = Atomic<Int64>(0)
+    /// Broadcast whenever a stream opens, closes or asks to drain, for ``wait(timeout:until:)``.
+    private let activity = NSCondition()
+
+    /// What the test scripted: devices, defaults, other clients' streams, the output volume.
+    private struct Scene {
+        var outputs: [HALDeviceInfo]
+        var inputs: [HALDeviceInfo]
+        var defaultOutput: String
+        var defaultInput: String
+        var others: [HALPlaybackStream] = []
+        var outputVolume: Double = 1
+    }
+    private let scene: Mutex<Scene>
 
     /// The samples fed to input streams: called with the stream's format, the first frame index and
     /// a buffer to fill (interleaved). Silence when `nil`.
     package nonisolated(unsafe) var inputSignal: (@Sendable (HALStreamFormat, Int64, UnsafeMutableBufferPointer<Float>) -> Void)?
 
+    /// A backend with one output, `virtual` (a speaker), and one input, `virtual.mic` (a
+    /// microphone), both at `sampleRate` with `channels` channels.
     package init(sampleRate: Double = 48000, channels: Int = 2) {
-        device = HALDeviceInfo(name: "virtual", description: "Virtual device", sampleRate: sampleRate, channels: channels)
+        device = HALDeviceInfo(name: "virtual", description: "Virtual speaker", sampleRate: sampleRate, channels: channels, kind: .speaker)
+        let mic = HALDeviceInfo(name: "virtual.mic", description: "Virtual microphone", sampleRate: sampleRate, channels: channels, kind: .microphone)
+        scene = Mutex(Scene(outputs: [device], inputs: [mic], defaultOutput: device.name, defaultInput: mic.name))
     }
 
     /// The virtual host time: rendered frames converted to nanoseconds at the device rate.
     package var hostTime: UInt64 { UInt64(Double(frames.load(ordering: .relaxed)) * 1e9 / device.sampleRate) }
 
-    /// The virtual backend has one device, whatever the name.
-    package func outputDevice(named name: String?) throws(HALError) -> HALDeviceInfo { device }
-    package func inputDevice(named name: String?) throws(HALError) -> HALDeviceInfo { device }
+    // MARK: Devices
 
-    package func openOutput(_ request: HALStreamRequest, source: HALStreamClient) throws(HALError) -> any HALStream {
-        let stream = VirtualStream(backend: self, request: request, source: source, sink: nil)
-        lock.withLock { $0.append(stream) }
-        return stream
+    package func outputDevice(named name: String?) throws(HALError) -> HALDeviceInfo { try lookUp(name, output: true) }
+    package func inputDevice(named name: String?) throws(HALError) -> HALDeviceInfo { try lookUp(name, output: false) }
+
+    private func lookUp(_ name: String?, output: Bool) throws(HALError) -> HALDeviceInfo {
+        let found = scene.withLock { s in
+            let wanted = name ?? (output ? s.defaultOutput : s.defaultInput)
+            return (output ? s.outputs : s.inputs).first { $0.name == wanted }
+        }
+        guard let found else { throw HALError(.deviceNotFound, "no \(output ? "output" : "input") named \(name ?? "(default)")") }
+        return found
     }
+
+    package func devices(output: Bool) -> [HALDeviceInfo] { scene.withLock { output ? $0.outputs : $0.inputs } }
+
+    /// Plugs in `device` as an output (or an input), the default one when `makeDefault`, and
+    /// raises ``HALEvents/Kind/devices``. A device of the same name is replaced.
+    package func plug(_ device: HALDeviceInfo, output: Bool = true, makeDefault: Bool = true) {
+        scene.withLock { s in
+            if output {
+                s.outputs.removeAll { $0.name == device.name }
+                s.outputs.append(device)
+                if makeDefault { s.defaultOutput = device.name }
+            } else {
+                s.inputs.removeAll { $0.name == device.name }
+                s.inputs.append(device)
+                if makeDefault { s.defaultInput = device.name }
+            }
+        }
+        events.raise(.devices)
+    }
+
+    /// Pulls out the device named `name`; where it was the default, the first device left takes
+    /// its place, as a server's fallback does. Raises ``HALEvents/Kind/devices``.
+    package func unplug(_ name: String) {
+        scene.withLock { s in
+            s.outputs.removeAll { $0.name == name }
+            s.inputs.removeAll { $0.name == name }
+            if s.defaultOutput == name { s.defaultOutput = s.outputs.first?.name ?? "" }
+            if s.defaultInput == name { s.defaultInput = s.inputs.first?.name ?? "" }
+        }
+        events.raise(.devices)
+    }
+
+    /// Makes the output named `name` the default, as a user choosing it in the sound settings.
+    package func setDefaultOutput(_ name: String) {
+        scene.withLock { $0.defaultOutput = name }
+        events.raise(.devices)
+    }
+
+    // MARK: Policy
+
+    package func otherPlaybackStreams() -> [HALPlaybackStream] { scene.withLock { $0.others } }
+
+    /// Replaces the other clients' playback streams and raises ``HALEvents/Kind/streams``.
+    package func setOtherStreams(_ streams: [HALPlaybackStream]) {
+        scene.withLock { $0.others = streams }
+        events.raise(.streams)
+    }
+
+    package func defaultOutputVolume() -> Double? { scene.withLock { $0.outputs.isEmpty ? nil : $0.outputVolume } }
+
+    /// Sets the default output's volume (1 = 100 %) and raises ``HALEvents/Kind/devices``.
+    package func setOutputVolume(_ volume: Double) {
+        scene.withLock { $0.outputVolume = volume }
+        events.raise(.devices)
+    }
+
+    /// A call starts: the server asks the streams that report policy events (the audio
+    /// session's) to pause, as PulseAudio's role-cork module does. Returns whether one was open.
+    @discardableResult
+    package func beginInterruption() -> Bool {
+        guard hasPolicyStream else { return false }
+        events.raise(.corkRequested)
+        return true
+    }
+
+    /// The call ends: the server lets them go on.
+    @discardableResult
+    package func endInterruption() -> Bool {
+        guard hasPolicyStream else { return false }
+        events.raise(.uncorkRequested)
+        return true
+    }
+
+    private var hasPolicyStream: Bool { lock.withLock { $0.contains { $0.reportsPolicyEvents } } }
 
     /// Whether the process asked to duck others (``setDuckingOthers(_:device:)``).
     package var isDuckingOthers: Bool { ducking.load(ordering: .relaxed) }
     private let ducking = Atomic<Bool>(false)
 
-    /// There are no other clients on the virtual backend: the request is recorded (for tests,
-    /// ``isDuckingOthers``) and nothing is lowered.
+    /// The request is recorded (for tests, ``isDuckingOthers``); the scripted streams of other
+    /// clients are left as the test set them.
     package func setDuckingOthers(_ on: Bool, device: String?) throws(HALError) { ducking.store(on, ordering: .relaxed) }
 
-    package func openInput(_ request: HALStreamRequest, sink: HALStreamClient) throws(HALError) -> any HALStream {
-        let stream = VirtualStream(backend: self, request: request, source: nil, sink: sink)
+    /// The server goes away: ``HALEvents/Kind/serverLost`` is raised (the backend itself stays
+    /// usable, as a server that comes straight back).
+    package func loseServer() { events.raise(.serverLost) }
+
+    // MARK: Streams
+
+    package func openOutput(_ request: HALStreamRequest, source: HALStreamClient) throws(HALError) -> any HALStream {
+        let stream = VirtualStream(backend: self, request: request, device: try outputDevice(named: request.device), source: source, sink: nil)
         lock.withLock { $0.append(stream) }
+        noteActivity()
         return stream
     }
 
+    package func openInput(_ request: HALStreamRequest, sink: HALStreamClient) throws(HALError) -> any HALStream {
+        let stream = VirtualStream(backend: self, request: request, device: try inputDevice(named: request.device), source: nil, sink: sink)
+        lock.withLock { $0.append(stream) }
+        noteActivity()
+        return stream
+    }
+
+    /// Waits until `condition` holds, re-checking it each time a stream opens, closes or asks to
+    /// drain; `false` after `timeout` seconds. For a test to see that another thread (a queue's
+    /// callback thread) did what it was to do before advancing the clock, without sleeping.
+    package func wait(timeout: Double, until condition: (VirtualBackend) -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        activity.lock()
+        defer { activity.unlock() }
+        while !condition(self) {
+            if !activity.wait(until: deadline) { return condition(self) }
+        }
+        return true
+    }
+
+    /// Wakes ``wait(timeout:until:)``.
+    func noteActivity() {
+        activity.lock()
+        activity.broadcast()
+        activity.unlock()
+    }
+
+    /// How many open streams asked to be told when they have drained and were not yet.
+    package var pendingDrains: Int { lock.withLock { $0.count { $0.isDraining } } }
+
+    /// The requests of the streams open now, in the order they opened: what a test checks that
+    /// the layers above asked for (purposes, devices, buffer durations).
+    package var openRequests: [HALStreamRequest] { lock.withLock { $0.map(\.request) } }
+
     func remove(_ stream: VirtualStream) {
         lock.withLock { $0.removeAll { $0 === stream } }
+        noteActivity()
     }
 
     /// Advances the clock by `count` device frames: each uncorked stream renders or captures the
@@ -84,7 +228,10 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
     let backend: VirtualBackend
     package let format: HALStreamFormat
     package let grantedBufferDuration: Double
-    package var device: HALDeviceInfo { backend.device }
+    package let device: HALDeviceInfo
+    /// What the stream was opened with.
+    let request: HALStreamRequest
+    var reportsPolicyEvents: Bool { request.reportsPolicyEvents }
     private let source: (HALStreamClient)?
     private let sink: (HALStreamClient)?
     private let state = Mutex<Void>(())
@@ -93,8 +240,10 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
     /// Frames rendered or captured so far.
     private(set) var position: Int64 = 0
 
-    init(backend: VirtualBackend, request: HALStreamRequest, source: (HALStreamClient)?, sink: (HALStreamClient)?) {
+    init(backend: VirtualBackend, request: HALStreamRequest, device: HALDeviceInfo, source: (HALStreamClient)?, sink: (HALStreamClient)?) {
         self.backend = backend
+        self.device = device
+        self.request = request
         self.format = request.format
         self.grantedBufferDuration = request.bufferDuration
         self.source = source
@@ -112,14 +261,18 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
     /// Renders `frames` frames into `output` (silence while corked), as the server thread would.
     package func render(into output: UnsafeMutablePointer<Float>, frames: Int) {
         state.withLock { _ in
+            // A drain asked for before this render completes with it (one asked for meanwhile,
+            // by another thread, waits for the next render: the order stays deterministic).
+            let drainRequested = draining.exchange(false, ordering: .relaxed)
             guard let source, !corked.load(ordering: .relaxed) else {
+                if drainRequested { draining.store(true, ordering: .relaxed) }
                 output.update(repeating: 0, count: frames * format.channels)
                 return
             }
             let produced = source.render(output, frames: frames, time: HALRenderTime(sampleTime: position, hostTime: UInt64(Double(position) * 1e9 / format.sampleRate)))
             if produced < frames { (output + produced * format.channels).update(repeating: 0, count: (frames - produced) * format.channels) }
             position += Int64(frames)
-            if draining.exchange(false, ordering: .relaxed) { source.streamDidDrain() }
+            if drainRequested { source.streamDidDrain() }
         }
     }
 
@@ -135,7 +288,11 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
     package func flush() {}
     package func refreshTiming() {}
     /// The virtual device has no buffer: written data has played when the next render returns.
-    package func drain() { draining.store(true, ordering: .relaxed) }
+    package func drain() {
+        draining.store(true, ordering: .relaxed)
+        backend.noteActivity()
+    }
+    var isDraining: Bool { draining.load(ordering: .relaxed) }
     package func withCallbacksBlocked<T>(_ body: () throws -> T) rethrows -> T {
         try state.withLock { _ in try body() }
     }

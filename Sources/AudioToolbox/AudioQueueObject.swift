@@ -317,16 +317,15 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         if stream != nil { return noErr }
         do {
             let backend = try AudioSystem.current.backend()
-            // The session's properties (media.role, filter.want) where AVAudioSession set them.
-            var properties: [String: String] = ["media.name": "AudioQueue"]
-            if isOutput { properties["media.role"] = "music" }
-            properties.merge(AudioSessionHost.streamProperties(output: isOutput)) { _, session in session }
+            // What the stream is for, where AVAudioSession said it; playback is media otherwise.
+            let use = AudioSessionHost.streamUse(output: isOutput)
             requestedBufferDuration = preferredBufferDuration
-            let request = HALStreamRequest(
+            var request = HALStreamRequest(
                 format: HALStreamFormat(sampleRate: pcm.sampleRate, channels: engine.streamChannels),
                 bufferDuration: requestedBufferDuration, name: isOutput ? "AudioQueue output" : "AudioQueue input",
-                properties: properties, startCorked: corked,
+                purpose: use?.purpose ?? (isOutput ? .media : nil), startCorked: corked,
                 device: deviceName ?? (isOutput ? AudioSessionHost.routing.output : AudioSessionHost.routing.input))
+            request.echoCancellation = use?.echoCancellation ?? false
             stream = isOutput ? try backend.openOutput(request, source: engine) : try backend.openInput(request, sink: engine)
             return noErr
         } catch {

@@ -1,4 +1,4 @@
-import AudioHAL
+package import AudioHAL
 import Foundation
 import Synchronization
 
@@ -10,27 +10,41 @@ let processInputMuted = Atomic<Bool>(false)
 package func AudioSessionSetInputMuted(_ muted: Bool) { processInputMuted.store(muted, ordering: .relaxed) }
 package func AudioSessionIsInputMuted() -> Bool { processInputMuted.load(ordering: .relaxed) }
 
-/// A device as the audio session describes routes: the server's facts about it.
+/// What a device is (speaker, headphones, HDMI…), in terms the audio session maps to Apple's port
+/// types; the backend works it out in its own.
+package typealias AudioDeviceKind = HALDeviceKind
+
+/// What a stream is for (media, a call, sound that mixes…), in terms the audio session derives
+/// from its category and mode; the backend says it to the server in its own.
+package typealias AudioStreamPurpose = HALStreamPurpose
+
+/// What the audio session asks of the streams of one direction.
+package struct AudioSessionStreamUse: Sendable, Equatable {
+    package var purpose: AudioStreamPurpose
+    /// Whether the streams want the server's echo cancellation.
+    package var echoCancellation: Bool
+    package init(purpose: AudioStreamPurpose, echoCancellation: Bool = false) {
+        self.purpose = purpose
+        self.echoCancellation = echoCancellation
+    }
+}
+
+/// A device as the audio session describes routes.
 package struct AudioSessionDevice: Sendable, Equatable {
     package var name: String
     package var description: String
     package var sampleRate: Double
     package var channels: Int
-    /// The server's properties (`device.form_factor`, `device.bus`, `bluetooth.protocol`…).
-    package var properties: [String: String]
+    package var kind: AudioDeviceKind
     package var portName: String?
-    /// PulseAudio's port type number (`pa_device_port_type_t`): 2 speaker, 3 headphones, 4 line,
-    /// 5 mic, 6 headset, 7 handset, 8 earpiece, 10 HDMI, 14 USB, 15 Bluetooth…; `nil` without ports.
-    package var portType: Int?
 
     init(_ info: HALDeviceInfo) {
         name = info.name
         description = info.description
         sampleRate = info.sampleRate
         channels = info.channels
-        properties = info.properties
+        kind = info.kind
         portName = info.portName
-        portType = info.portType?.rawValue
     }
 }
 
@@ -42,17 +56,17 @@ package struct AudioSessionGrant: Sendable {
     package var output: AudioSessionDevice
 }
 
-/// The process's audio session as AudioToolbox sees it: the stream properties every queue's
-/// stream carries (`media.role`, `filter.want`), and the session's own stream, a silent corked
+/// The process's audio session as AudioToolbox sees it: what every queue's stream says it is for
+/// (its purpose, echo cancellation), and the session's own stream, a silent corked
 /// playback stream that holds the session's place on the server while it is active (the server's
 /// policy modules see its role) and tells what the server granted.
 ///
-/// AVFAudio's `AVAudioSession` drives it; queues read ``streamProperties(output:)`` when they open
-/// a stream.
+/// AVFAudio's `AVAudioSession` drives it; queues read ``streamUse(output:)`` when they open a
+/// stream. Every backend operation goes to ``AudioSystem/current``'s backend.
 package enum AudioSessionHost {
     private struct State {
-        var output: [String: String] = [:]
-        var input: [String: String] = [:]
+        var output: AudioSessionStreamUse?
+        var input: AudioSessionStreamUse?
         var ioBufferDuration: Double?
         var stream: (any HALStream)?
         /// The session's routing: a preferred input and an output override (device names), used
@@ -63,15 +77,16 @@ package enum AudioSessionHost {
 
     private static let state = Mutex<State>(State())
 
-    /// Sets the properties queues' streams carry from now on (streams already open keep theirs).
-    package static func setStreamProperties(output: [String: String], input: [String: String]) {
+    /// Sets what queues' streams say they are for from now on (streams already open keep theirs).
+    package static func setStreamUse(output: AudioSessionStreamUse, input: AudioSessionStreamUse) {
         state.withLock {
             $0.output = output
             $0.input = input
         }
     }
 
-    package static func streamProperties(output: Bool) -> [String: String] {
+    /// What the session asks of streams of that direction; `nil` while no session said anything.
+    package static func streamUse(output: Bool) -> AudioSessionStreamUse? {
         state.withLock { output ? $0.output : $0.input }
     }
 
@@ -83,28 +98,26 @@ package enum AudioSessionHost {
 
     package static var preferredIOBufferDuration: Double? { state.withLock { $0.ioBufferDuration } }
 
-    /// Opens the session's stream (closing a previous one) at `sampleRate` with `ioBufferDuration`
-    /// and returns what the server granted. Throws `kAudioQueueErr_InvalidDevice` without a server.
-    /// The stream property that marks a session stream of this library as exclusive (non-mixable
-    /// playback): other processes' sessions that were active first are interrupted by it.
-    package static let exclusiveProperty = "openavf.session.exclusive"
-
-    /// Session streams of other processes marked exclusive, by the server's stream index.
+    /// Session streams of other processes marked exclusive (non-mixable playback: other
+    /// processes' sessions that were active first are interrupted by them), by the server's
+    /// stream index.
     package static func exclusiveSessions() -> Set<UInt32> {
-        guard let backend = (try? AudioSystem.current.backend()) as? PulseBackend else { return [] }
-        return Set(backend.otherPlaybackStreams().filter { $0.properties[exclusiveProperty] == "1" }.map(\.index))
+        guard let backend = try? AudioSystem.current.backend() else { return [] }
+        return Set(backend.otherPlaybackStreams().filter(\.exclusiveSession).map(\.index))
     }
 
+    /// Opens the session's stream (closing a previous one) at `sampleRate` with `ioBufferDuration`
+    /// and returns what the server granted. Throws `kAudioQueueErr_InvalidDevice` without a server.
     package static func activate(sampleRate: Double, channels: Int, ioBufferDuration: Double, exclusive: Bool = false) throws(AudioFailure) -> AudioSessionGrant {
         deactivate()
         do {
             let backend = try AudioSystem.current.backend()
-            let request = HALStreamRequest(
+            let use = streamUse(output: true)
+            var policyRequest = HALStreamRequest(
                 format: HALStreamFormat(sampleRate: sampleRate, channels: channels), bufferDuration: ioBufferDuration,
-                name: "AVAudioSession",
-                properties: streamProperties(output: true).merging(["media.name": "AVAudioSession", exclusiveProperty: exclusive ? "1" : "0"]) { a, _ in a },
-                startCorked: true, device: state.withLock { $0.outputDevice })
-            var policyRequest = request
+                name: "AVAudioSession", purpose: use?.purpose ?? .media, startCorked: true, device: state.withLock { $0.outputDevice })
+            policyRequest.echoCancellation = use?.echoCancellation ?? false
+            policyRequest.exclusiveSession = exclusive
             policyRequest.reportsPolicyEvents = true
             policyRequest.carriesSound = false
             let stream = try backend.openOutput(policyRequest, source: SilentSource(channels: channels))
@@ -134,7 +147,7 @@ package enum AudioSessionHost {
         final class Discard: HALStreamClient, @unchecked Sendable {}
         let request = HALStreamRequest(
             format: HALStreamFormat(sampleRate: 48000, channels: 1), bufferDuration: 0.05, name: "record permission check",
-            properties: ["media.role": "production"], startCorked: true)
+            purpose: .unprocessed, startCorked: true)
         do {
             let stream = try backend.openInput(request, sink: Discard())
             stream.close()
@@ -146,13 +159,13 @@ package enum AudioSessionHost {
 
     /// Whether another client's playback stream is audible: not corked, not muted, volume above 0.
     package static func otherAudioPlaying() -> Bool {
-        guard let backend = (try? AudioSystem.current.backend()) as? PulseBackend else { return false }
-        return backend.otherPlaybackStreams().contains { !$0.corked && !$0.muted && $0.volume > 0 }
+        guard let backend = try? AudioSystem.current.backend() else { return false }
+        return backend.otherPlaybackStreams().contains(where: \.isAudible)
     }
 
     /// The default sink's volume on the server's scale (0 … 1 for 0 … 100 %), `nil` without one.
     package static func outputVolume() -> Double? {
-        ((try? AudioSystem.current.backend()) as? PulseBackend)?.defaultOutputVolume()
+        (try? AudioSystem.current.backend())?.defaultOutputVolume()
     }
 
     /// Ducks other clients' music, video and role-less playback while the session is active
@@ -193,7 +206,7 @@ package enum AudioSessionHost {
     /// Every output (`true`) or input device of the server; inputs leave out monitors of sinks
     /// except the default source (a monitor can be the default "microphone", as in the tests).
     package static func devices(output: Bool) -> [AudioSessionDevice] {
-        guard let backend = (try? AudioSystem.current.backend()) as? PulseBackend else { return [] }
+        guard let backend = try? AudioSystem.current.backend() else { return [] }
         var list = backend.devices(output: output).map(AudioSessionDevice.init)
         if !output, let fallback = try? backend.inputDevice(named: nil), !list.contains(where: { $0.name == fallback.name }) {
             list.insert(AudioSessionDevice(fallback), at: 0)

@@ -50,41 +50,52 @@ final class AudioSessionValueTests: XCTestCase {
         XCTAssertEqual(AVAudioSessionRouteChangePreviousRouteKey, "AVAudioSessionRouteChangePreviousRouteKey")
     }
 
+    /// The session's half of the role mapping: category, mode and options → what the streams are
+    /// for (the PulseAudio backend's half, purpose → `media.role`, is tested in AudioHALTests).
     func testRoleMapping() {
-        func role(_ c: AVAudioSession.Category, _ m: AVAudioSession.Mode = .default, _ o: AVAudioSession.CategoryOptions = []) -> String? {
-            AVAudioSession.streamProperties(category: c, mode: m, options: o).output["media.role"]
+        func purpose(_ c: AVAudioSession.Category, _ m: AVAudioSession.Mode = .default, _ o: AVAudioSession.CategoryOptions = []) -> AudioStreamPurpose {
+            AVAudioSession.streamUse(category: c, mode: m, options: o).output.purpose
         }
-        XCTAssertEqual(role(.playback), "music")
-        XCTAssertEqual(role(.soloAmbient), "music")
-        XCTAssertEqual(role(.ambient), "game", "ambient mixes: never corked")
-        XCTAssertEqual(role(.playback, .default, .mixWithOthers), "game")
-        XCTAssertEqual(role(.playback, .default, .duckOthers), "game", "duckOthers implies mixWithOthers")
-        XCTAssertEqual(role(.playback, .moviePlayback), "video")
-        XCTAssertEqual(role(.playAndRecord, .voiceChat), "phone")
-        XCTAssertEqual(role(.playAndRecord, .videoChat), "phone")
-        XCTAssertEqual(role(.playAndRecord, .gameChat), "phone")
-        XCTAssertEqual(role(.playback, .voicePrompt), "event")
-        XCTAssertEqual(role(.record), "production")
-        XCTAssertEqual(role(.playAndRecord, .measurement), "production")
-        let chat = AVAudioSession.streamProperties(category: .playAndRecord, mode: .voiceChat, options: [])
-        XCTAssertEqual(chat.output["filter.want"], "echo-cancel")
-        XCTAssertEqual(chat.input["filter.want"], "echo-cancel")
-        XCTAssertNil(AVAudioSession.streamProperties(category: .playback, mode: .default, options: []).output["filter.want"])
+        XCTAssertEqual(purpose(.playback), .media)
+        XCTAssertEqual(purpose(.soloAmbient), .media)
+        XCTAssertEqual(purpose(.ambient), .mixable, "ambient mixes: never corked")
+        XCTAssertEqual(purpose(.playback, .default, .mixWithOthers), .mixable)
+        XCTAssertEqual(purpose(.playback, .default, .duckOthers), .mixable, "duckOthers implies mixWithOthers")
+        XCTAssertEqual(purpose(.playback, .moviePlayback), .movie)
+        XCTAssertEqual(purpose(.playAndRecord, .voiceChat), .voiceCommunication)
+        XCTAssertEqual(purpose(.playAndRecord, .videoChat), .voiceCommunication)
+        XCTAssertEqual(purpose(.playAndRecord, .gameChat), .voiceCommunication)
+        XCTAssertEqual(purpose(.playback, .voicePrompt), .announcement)
+        XCTAssertEqual(purpose(.record), .unprocessed)
+        XCTAssertEqual(purpose(.playAndRecord, .measurement), .unprocessed)
+        XCTAssertEqual(AVAudioSession.streamUse(category: .playback, mode: .default, options: []).input.purpose, .unprocessed, "media input is unprocessed")
+        XCTAssertEqual(AVAudioSession.streamUse(category: .playAndRecord, mode: .voiceChat, options: []).input.purpose, .voiceCommunication)
+        let chat = AVAudioSession.streamUse(category: .playAndRecord, mode: .voiceChat, options: [])
+        XCTAssertTrue(chat.output.echoCancellation)
+        XCTAssertTrue(chat.input.echoCancellation)
+        XCTAssertFalse(AVAudioSession.streamUse(category: .playAndRecord, mode: .gameChat, options: []).output.echoCancellation)
+        XCTAssertFalse(AVAudioSession.streamUse(category: .playback, mode: .default, options: []).output.echoCancellation)
     }
 
+    /// The session's half of the port mapping: a device's kind → Apple's port type (the
+    /// PulseAudio backend's half, port type / form factor / bus → kind, is tested in AudioHALTests).
     func testPortTypes() {
-        XCTAssertEqual(AVAudioSession.portType(portType: nil, properties: ["device.form_factor": "headphone"], output: true), .headphones)
-        XCTAssertEqual(AVAudioSession.portType(portType: 3, properties: [:], output: true), .headphones)
-        XCTAssertEqual(AVAudioSession.portType(portType: 6, properties: [:], output: false), .headsetMic)
-        XCTAssertEqual(AVAudioSession.portType(portType: 2, properties: [:], output: true), .builtInSpeaker)
-        XCTAssertEqual(AVAudioSession.portType(portType: 8, properties: [:], output: true), .builtInReceiver)
-        XCTAssertEqual(AVAudioSession.portType(portType: 10, properties: [:], output: true), .HDMI)
-        XCTAssertEqual(AVAudioSession.portType(portType: nil, properties: ["device.bus": "usb"], output: true), .usbAudio)
-        XCTAssertEqual(AVAudioSession.portType(portType: nil, properties: ["device.bus": "bluetooth", "bluetooth.protocol": "a2dp_sink"], output: true), .bluetoothA2DP)
-        XCTAssertEqual(AVAudioSession.portType(portType: nil, properties: ["device.bus": "bluetooth", "bluetooth.protocol": "headset_head_unit"], output: true), .bluetoothHFP)
-        XCTAssertEqual(AVAudioSession.portType(portType: 4, properties: [:], output: false), .lineIn)
-        XCTAssertEqual(AVAudioSession.portType(portType: 5, properties: [:], output: false), .builtInMic)
-        XCTAssertEqual(AVAudioSession.portType(portType: nil, properties: [:], output: false), .builtInMic)
+        XCTAssertEqual(AVAudioSession.portType(kind: .headphones, output: true), .headphones)
+        XCTAssertEqual(AVAudioSession.portType(kind: .headset, output: true), .headphones)
+        XCTAssertEqual(AVAudioSession.portType(kind: .headset, output: false), .headsetMic)
+        XCTAssertEqual(AVAudioSession.portType(kind: .speaker, output: true), .builtInSpeaker)
+        XCTAssertEqual(AVAudioSession.portType(kind: .handset, output: true), .builtInReceiver)
+        XCTAssertEqual(AVAudioSession.portType(kind: .hdmi, output: true), .HDMI)
+        XCTAssertEqual(AVAudioSession.portType(kind: .usb, output: true), .usbAudio)
+        XCTAssertEqual(AVAudioSession.portType(kind: .bluetoothA2DP, output: true), .bluetoothA2DP)
+        XCTAssertEqual(AVAudioSession.portType(kind: .bluetoothA2DP, output: false), .bluetoothHFP)
+        XCTAssertEqual(AVAudioSession.portType(kind: .bluetoothHFP, output: true), .bluetoothHFP)
+        XCTAssertEqual(AVAudioSession.portType(kind: .line, output: false), .lineIn)
+        XCTAssertEqual(AVAudioSession.portType(kind: .line, output: true), .lineOut)
+        XCTAssertEqual(AVAudioSession.portType(kind: .microphone, output: false), .builtInMic)
+        XCTAssertEqual(AVAudioSession.portType(kind: .car, output: true), .carAudio)
+        XCTAssertEqual(AVAudioSession.portType(kind: .builtIn, output: false), .builtInMic)
+        XCTAssertEqual(AVAudioSession.portType(kind: .builtIn, output: true), .builtInSpeaker)
     }
 
     func testBadArguments() {
