@@ -79,7 +79,7 @@ let package = Package(
 
         .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),
         .testTarget(name: "AudioHALTests", dependencies: ["AudioHAL", "AudioTestSupport"], swiftSettings: strict),
-        .testTarget(name: "AVFAudioTests", dependencies: ["AVFAudio", "AudioTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AVFAudioTests", dependencies: ["AVFAudio", "AudioHAL", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(name: "AudioFileTests", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "AudioToolboxTests",
