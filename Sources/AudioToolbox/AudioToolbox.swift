@@ -30,7 +30,9 @@
 //    writes here.
 // 4. The session's event thread ("AVAudioSession events", one per process): sleeps on
 //    `HALEvents.wakeup`; turns server events into interruption, route change and media services
-//    notifications (posted from it), reconnects after a loss.
+//    notifications (posted from it), reconnects after a loss, and follows the audio environment
+//    (`AudioSystem.current`) when a test sets another (the old backend's events wake it; the
+//    session's own reset runs on the thread that set it, through `AudioSystem.observeChanges`).
 // 5. The app's threads: every public call. A control call takes the queue's lock for its
 //    bookkeeping and, for a stream request (cork, flush, timing), the audio main loop's lock for
 //    the request alone, waiting for the reply with that lock released.

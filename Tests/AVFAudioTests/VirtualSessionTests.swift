@@ -159,4 +159,57 @@ final class VirtualSessionTests: XCTestCase {
         XCTAssertEqual(log.wait(for: AVAudioSession.mediaServicesWereResetNotification).count, 1)
         XCTAssertEqual(virtual.openRequests.count, 1, "the session was active: it activates again")
     }
+
+    /// What a recorder tells its delegate, with a condition to wait on.
+    final class FinishLog: NSObject, AVAudioRecorderDelegate, @unchecked Sendable {
+        private let condition = NSCondition()
+        private var finishes: [Bool] = []
+
+        func audioRecorderDidFinishRecording(_ recorder: AVAudioRecorder, successfully flag: Bool) {
+            condition.lock()
+            finishes.append(flag)
+            condition.broadcast()
+            condition.unlock()
+        }
+
+        /// Waits (bounded) for the first finish and returns every finish so far.
+        func waitForFinish(timeout: Double = 5) -> [Bool] {
+            let deadline = Date(timeIntervalSinceNow: timeout)
+            condition.lock()
+            defer { condition.unlock() }
+            while finishes.isEmpty {
+                if !condition.wait(until: deadline) { break }
+            }
+            return finishes
+        }
+    }
+
+    /// AVAudioRecorder through its input queue: `record(forDuration:)` writes exactly the virtual
+    /// microphone's samples, as many as asked for, then tells the delegate.
+    func testRecorderRecordsTheVirtualMicrophone() throws {
+        virtual.inputSignal = { format, first, buffer in
+            for i in 0..<buffer.count { buffer[i] = Float((Int(first) * format.channels + i) % 2000 - 1000) / 32768 }
+        }
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("virtual-recorder-\(getpid()).wav")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let recorder = try AVAudioRecorder(url: url, settings: [
+            AVFormatIDKey: kAudioFormatLinearPCM, AVSampleRateKey: 48000, AVNumberOfChannelsKey: 1, AVLinearPCMBitDepthKey: 16,
+        ])
+        let finishes = FinishLog()
+        recorder.delegate = finishes
+        XCTAssertTrue(recorder.record(forDuration: 0.1))
+        XCTAssertEqual(virtual.openRequests.count, 1, "one capture stream")
+        // The recorder's buffers hold 2401 frames; two of them pass the 4800 asked for.
+        virtual.advance(frames: 2401)
+        virtual.advance(frames: 2401)
+        XCTAssertEqual(finishes.waitForFinish(), [true])
+        XCTAssertTrue(virtual.wait(timeout: 5) { $0.openRequests.isEmpty }, "the queue is gone once finished")
+
+        let file = try AVAudioFile(forReading: url)
+        XCTAssertEqual(file.length, 4800, "exactly the duration asked for")
+        let buffer = try XCTUnwrap(AVAudioPCMBuffer(pcmFormat: file.processingFormat, frameCapacity: 4800))
+        try file.read(into: buffer)
+        let samples = Array(UnsafeBufferPointer(start: buffer.floatChannelData![0], count: Int(buffer.frameLength)))
+        XCTAssertEqual(samples, (0..<4800).map { Float($0 % 2000 - 1000) / 32768 }, "the microphone's samples, exactly")
+    }
 }
