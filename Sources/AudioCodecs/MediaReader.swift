@@ -38,9 +38,10 @@ package final class MediaReader {
     private let fd: Int32
 
     package var packetCount: Int { packets.count }
-    package var totalFrames: Int { packets.reduce(0) { $0 + Int($1.frames) } }
-    package var dataByteCount: Int64 { packets.reduce(0) { $0 + Int64($1.size) } }
-    package var maximumPacketSize: Int { Int(packets.map(\.size).max() ?? 0) }
+    /// The packets' frames added up (computed once: ExtAudioFile asks on every read).
+    package let totalFrames: Int
+    package let dataByteCount: Int64
+    package let maximumPacketSize: Int
 
     package init(path: String) throws(CodecError) {
         _ = quietFFmpeg
@@ -172,12 +173,15 @@ package final class MediaReader {
         store = memory
         self.inMemory = inMemory
         let total = table.reduce(0) { $0 + Int($1.frames) }
+        totalFrames = total
+        dataByteCount = table.reduce(0) { $0 + Int64($1.size) }
+        maximumPacketSize = Int(table.map(\.size).max() ?? 0)
         primingFrames = min(max(priming, 0), total)
         remainderFrames = min(max(remainder, 0), total - primingFrames)
         let declared = Int(par.pointee.frame_size)
         framesPerPacket = declared > 0 ? declared : (table.first.map { Int($0.frames) } ?? fallbackFrames)
-        let seconds = Double(table.reduce(0) { $0 + Int($1.frames) }) / sampleRate
-        let bytes = table.reduce(0) { $0 + Int($1.size) }
+        let seconds = Double(total) / sampleRate
+        let bytes = Int(dataByteCount)
         // Bounded: a damaged stream can declare a rate that makes its packets last almost no time.
         let measured = seconds > 0 ? Double(bytes) * 8 / seconds : 0
         bitRate = par.pointee.bit_rate > 0 ? Int(par.pointee.bit_rate) : (measured < Double(Int.max) ? Int(measured) : Int.max)
