@@ -75,6 +75,25 @@ enum SampleLayout {
         let format = AVSampleFormat(rawValue: frame.pointee.format)
         let planar = av_sample_fmt_is_planar(format) != 0
         let data = frame.pointee.extended_data!
+        let hostBigEndian = UInt16(1).bigEndian == 1
+        if format == AV_SAMPLE_FMT_S16 {
+            // Interleaved 16-bit: one contiguous run, in the host's byte order.
+            Int16Samples.store(src, count: frames * channels, into: data[0]!, bigEndian: hostBigEndian)
+            return
+        }
+        if format == AV_SAMPLE_FMT_S16P {
+            // Planar 16-bit (IMA4's encoder): quantized as one contiguous run (which vectorizes),
+            // then dealt out to the planes.
+            withUnsafeTemporaryAllocation(of: UInt16.self, capacity: frames * channels) { run in
+                let q = run.baseAddress!
+                Int16Samples.store(src, count: frames * channels, into: UnsafeMutableRawPointer(q), bigEndian: hostBigEndian)
+                for c in 0..<channels {
+                    let p = UnsafeMutableRawPointer(data[c]!).assumingMemoryBound(to: UInt16.self)
+                    for i in 0..<frames { p[i] = q[i &* channels &+ c] }
+                }
+            }
+            return
+        }
         for c in 0..<channels {
             let plane = UnsafeMutableRawPointer(data[planar ? c : 0]!)
             let first = planar ? 0 : c
@@ -88,9 +107,7 @@ enum SampleLayout {
                 for i in 0..<frames { p[first + i * step] = Double(src[i * channels + c]) }
             case AV_SAMPLE_FMT_S16:
                 let p = plane.assumingMemoryBound(to: Int16.self)
-                for i in 0..<frames {
-                    p[first &+ i &* step] = Int16(truncatingIfNeeded: Swift.min(Swift.max(lrintf(src[i &* channels &+ c] * 32768), -32768), 32767))
-                }
+                for i in 0..<frames { p[first &+ i &* step] = Int16(bitPattern: Int16Samples.quantize(src[i &* channels &+ c])) }
             case AV_SAMPLE_FMT_S32:
                 let p = plane.assumingMemoryBound(to: Int32.self)
                 let depth = min(max(bits, 17), 32)

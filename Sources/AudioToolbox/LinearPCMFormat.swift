@@ -1,3 +1,4 @@
+internal import AudioCodecs
 import Glibc
 
 /// A linear PCM layout the queues convert to and from the HAL's 32-bit float, parsed once from an
@@ -134,18 +135,8 @@ struct LinearPCMFormat: Equatable {
                 destination.storeBytes(of: s ? bits.bigEndian : bits.littleEndian, toByteOffset: i * 8, as: UInt64.self)
             }
         case .int16:
-            // The hot case (every 16-bit file and device): one tight loop per byte order.
-            if s {
-                for i in 0..<n {
-                    let v = UInt16(truncatingIfNeeded: Swift.min(Swift.max(lrintf(source[i] * 32768), -32768), 32767))
-                    destination.storeBytes(of: v.bigEndian, toByteOffset: i &* 2, as: UInt16.self)
-                }
-            } else {
-                for i in 0..<n {
-                    let v = UInt16(truncatingIfNeeded: Swift.min(Swift.max(lrintf(source[i] * 32768), -32768), 32767))
-                    destination.storeBytes(of: v.littleEndian, toByteOffset: i &* 2, as: UInt16.self)
-                }
-            }
+            // The hot case (every 16-bit file and device): a loop without libm calls.
+            Int16Samples.store(source, count: n, into: destination, bigEndian: s)
         case .int32:
             for i in 0..<n {
                 let v = UInt32(bitPattern: Int32(clamping: llrint(Double(source[i]) * 2_147_483_648)))
