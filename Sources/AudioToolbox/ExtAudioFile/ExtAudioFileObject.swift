@@ -239,6 +239,18 @@ final class ExtAudioFileObject: ReferencedObject, @unchecked Sendable {
             throw AudioFailure(kAudio_ParamError, "the buffer list holds fewer than \(count) frames")
         }
         try prepareCompressedFile(core)
+        if core.passthrough, core.availableFrames == 0, let data = list[0].mData {
+            // The client's bytes are the file's: straight to the file, without the converter's copies.
+            let start = writtenPackets
+            let status = file.with { c throws(AudioFailure) in
+                try c.writePackets(
+                    start: start, count: count, bytes: UnsafeRawBufferPointer(start: data, count: count * client.bytesPerFrame), descriptions: nil)
+            }
+            writtenPackets += Int64(count)
+            writtenClientFrames += Int64(count)
+            guard status == noErr else { throw AudioFailure(status, file.lastReason) }
+            return
+        }
         try core.pushPCM(list, frames: count)
         writtenClientFrames += Int64(count)
         try drain(core)
