@@ -16,6 +16,16 @@ enum SampleLayout {
         output.withUnsafeMutableBufferPointer { out in
             let dst = out.baseAddress! + base
             withUnsafeExtendedData(frame) { data in
+                if planar && channels == 2 && av_get_packed_sample_fmt(format) == AV_SAMPLE_FMT_FLT {
+                    // The common case (AAC, MP3, Opus in stereo): both planes in one pass.
+                    let l = UnsafeRawPointer(data[0]!).assumingMemoryBound(to: Float.self)
+                    let r = UnsafeRawPointer(data[1]!).assumingMemoryBound(to: Float.self)
+                    for i in 0..<frames {
+                        dst[i &* 2] = l[i]
+                        dst[i &* 2 &+ 1] = r[i]
+                    }
+                    return
+                }
                 for c in 0..<channels {
                     let plane = UnsafeRawPointer(data[planar ? c : 0]!)
                     let first = planar ? 0 : c

@@ -134,6 +134,26 @@ final class ConverterCore {
     /// Feeds one packet of the compressed source.
     func pushPacket(_ bytes: UnsafeRawBufferPointer) throws(AudioFailure) {
         let decoder = try openDecoder()
+        if destinationPCM != nil, resamplerChecked, resampler == nil, source.mChannelsPerFrame == destination.mChannelsPerFrame,
+            decoder.sampleRate == destination.mSampleRate
+        {
+            // Nothing between decoder and destination: decode straight into the output.
+            let before = frames.count
+            do {
+                try decoder.decode(bytes, into: &frames)
+            } catch {
+                frames.removeSubrange(before...)
+                throw AudioFailure(kAudioConverterErr_UnspecifiedError, "decoding failed: \(error)")
+            }
+            if decoder.sampleRate != destination.mSampleRate {
+                // The stream changed its rate: what came out takes the general path.
+                scratch.removeAll(keepingCapacity: true)
+                scratch.append(contentsOf: frames[before...])
+                frames.removeSubrange(before...)
+                try pushFloat(sourceRate: decoder.sampleRate)
+            }
+            return
+        }
         scratch.removeAll(keepingCapacity: true)
         do {
             try decoder.decode(bytes, into: &scratch)
