@@ -78,10 +78,18 @@ struct LinearPCMFormat: Equatable {
                 destination[i] = Float(Double(bitPattern: s ? UInt64(bigEndian: raw) : UInt64(littleEndian: raw))) * gain
             }
         case .int16:
+            // The hot case (every 16-bit buffer enqueued): one branch-free loop per byte order.
             let scale = gain / 32768
-            for i in 0..<n {
-                let raw = source.loadUnaligned(fromByteOffset: i * 2, as: UInt16.self)
-                destination[i] = Float(Int16(bitPattern: s ? UInt16(bigEndian: raw) : UInt16(littleEndian: raw))) * scale
+            if s {
+                for i in 0..<n {
+                    let raw = source.loadUnaligned(fromByteOffset: i &* 2, as: UInt16.self)
+                    destination[i] = Float(Int16(bitPattern: UInt16(bigEndian: raw))) * scale
+                }
+            } else {
+                for i in 0..<n {
+                    let raw = source.loadUnaligned(fromByteOffset: i &* 2, as: UInt16.self)
+                    destination[i] = Float(Int16(bitPattern: UInt16(littleEndian: raw))) * scale
+                }
             }
         case .int32:
             let scale = gain / 2_147_483_648
