@@ -71,7 +71,11 @@ struct LinearPCMFormat: Equatable {
         switch sample {
         case .float32:
             let p = source.assumingMemoryBound(to: UInt32.self)
-            for i in 0..<n { destination[i] = Float(bitPattern: s ? UInt32(bigEndian: p[i]) : UInt32(littleEndian: p[i])) * gain }
+            if s {
+                for i in 0..<n { destination[i] = Float(bitPattern: UInt32(bigEndian: p[i])) * gain }
+            } else {
+                for i in 0..<n { destination[i] = Float(bitPattern: UInt32(littleEndian: p[i])) * gain }
+            }
         case .float64:
             for i in 0..<n {
                 let raw = source.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)
@@ -133,9 +137,10 @@ struct LinearPCMFormat: Equatable {
         }
         switch sample {
         case .float32:
-            for i in 0..<n {
-                let bits = source[i].bitPattern
-                destination.storeBytes(of: s ? bits.bigEndian : bits.littleEndian, toByteOffset: i * 4, as: UInt32.self)
+            if s {
+                for i in 0..<n { destination.storeBytes(of: source[i].bitPattern.bigEndian, toByteOffset: i &* 4, as: UInt32.self) }
+            } else {
+                for i in 0..<n { destination.storeBytes(of: source[i].bitPattern.littleEndian, toByteOffset: i &* 4, as: UInt32.self) }
             }
         case .float64:
             for i in 0..<n {
