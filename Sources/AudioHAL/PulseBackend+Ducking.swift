@@ -150,68 +150,44 @@ extension PulseBackend {
     /// The loaded modules called `name`: index and argument string. The corresponding PulseAudio
     /// call is `pa_context_get_module_info_list`.
     func modules(named name: String) -> [(index: UInt32, argument: String)] {
-        final class Box: @unchecked Sendable {
-            let mainloop: OpaquePointer
-            let name: String
-            var found: [(index: UInt32, argument: String)] = []
-            init(_ mainloop: OpaquePointer, _ name: String) {
-                self.mainloop = mainloop
-                self.name = name
-            }
-        }
-        let box = Box(mainloop, name)
-        locked {
-            self.await(pa_context_get_module_info_list(context, { _, info, eol, ud in
-                let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
-                if eol == 0, let i = info?.pointee, let n = i.name, String(cString: n) == box.name {
-                    box.found.append((i.index, i.argument.map { String(cString: $0) } ?? ""))
+        control.query([], context: name) { ud in
+            pa_context_get_module_info_list(context, { _, info, eol, ud in
+                let box = PulseQuery<[(index: UInt32, argument: String)], String>.from(ud)
+                if eol == 0, let i = info?.pointee, let n = i.name, String(cString: n) == box.context {
+                    box.value.append((i.index, i.argument.map { String(cString: $0) } ?? ""))
                 }
-                if eol != 0 { pa_threaded_mainloop_signal(box.mainloop, 0) }
-            }, Unmanaged.passUnretained(box).toOpaque()))
+                if eol != 0 { box.finish() }
+            }, ud)
         }
-        return box.found
     }
 
     /// Loads a module into the server and returns its index. The corresponding PulseAudio call is
     /// `pa_context_load_module`.
     func loadModule(_ name: String, _ arguments: String) throws(HALError) -> UInt32 {
-        final class Box: @unchecked Sendable {
-            let mainloop: OpaquePointer
-            var index = UInt32.max
-            init(_ mainloop: OpaquePointer) { self.mainloop = mainloop }
+        // The module's index, or the server's error code (read in the callback, with the lock).
+        let (index, code) = control.query((UInt32.max, Int32(0))) { ud in
+            pa_context_load_module(context, name, arguments, { c, index, ud in
+                let box = PulseQuery<(UInt32, Int32), Void>.from(ud)
+                box.value = (index, index == UInt32.max ? pa_context_errno(c) : 0)
+                box.finish()
+            }, ud)
         }
-        let box = Box(mainloop)
-        let code = locked { () -> Int32 in
-            self.await(pa_context_load_module(context, name, arguments, { _, index, ud in
-                let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
-                box.index = index
-                pa_threaded_mainloop_signal(box.mainloop, 0)
-            }, Unmanaged.passUnretained(box).toOpaque()))
-            return box.index == UInt32.max ? pa_context_errno(context) : 0
-        }
-        guard box.index != UInt32.max else {
+        guard index != UInt32.max else {
             throw HALError(.notSupported, code: code, "the server cannot load \(name) \(arguments): \(Self.message(code))")
         }
-        return box.index
+        return index
     }
 
     /// Unloads a module. The corresponding PulseAudio call is `pa_context_unload_module`.
     func unloadModule(_ index: UInt32) throws(HALError) {
-        final class Box: @unchecked Sendable {
-            let mainloop: OpaquePointer
-            var success = false
-            init(_ mainloop: OpaquePointer) { self.mainloop = mainloop }
+        let (success, code) = control.query((false, Int32(0))) { ud in
+            pa_context_unload_module(context, index, { c, success, ud in
+                let box = PulseQuery<(Bool, Int32), Void>.from(ud)
+                box.value = (success != 0, success != 0 ? 0 : pa_context_errno(c))
+                box.finish()
+            }, ud)
         }
-        let box = Box(mainloop)
-        let code = locked { () -> Int32 in
-            self.await(pa_context_unload_module(context, index, { _, success, ud in
-                let box = Unmanaged<Box>.fromOpaque(ud!).takeUnretainedValue()
-                box.success = success != 0
-                pa_threaded_mainloop_signal(box.mainloop, 0)
-            }, Unmanaged.passUnretained(box).toOpaque()))
-            return box.success ? 0 : pa_context_errno(context)
-        }
-        guard box.success else { throw HALError(.notSupported, code: code, "the server cannot unload module \(index): \(Self.message(code))") }
+        guard success else { throw HALError(.notSupported, code: code, "the server cannot unload module \(index): \(Self.message(code))") }
     }
 }
 

@@ -25,8 +25,8 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
     let audio: PulseConnection
     /// Introspection, policy and subscriptions.
     let control: PulseConnection
-    /// The control connection's main loop and context, for the queries below and in extensions.
-    var mainloop: OpaquePointer { control.mainloop }
+    /// The control connection's context, for the queries below and in extensions (each asks
+    /// through ``PulseConnection/query(_:context:_:)``).
     var context: OpaquePointer { control.context }
     /// The stream that makes the server duck others while it lives (``setDuckingOthers(_:device:)``).
     let duckTrigger = Mutex<(any HALStream)?>(nil)
@@ -68,12 +68,6 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
 
     static func message(_ code: Int32) -> String { PulseConnection.message(code) }
 
-    /// Runs `body` holding the control connection's lock: none of its callbacks run meanwhile.
-    func locked<T>(_ body: () throws -> T) rethrows -> T { try control.locked(body) }
-
-    /// Waits, with the control connection's lock held, until `operation` completes.
-    func await(_ operation: OpaquePointer?) { control.await(operation) }
-
     /// The server thread (the audio connection's main-loop thread), for tests that watch what it
     /// does. The corresponding PulseAudio call is `pa_threaded_mainloop_once_unlocked`.
     package func serverThread() -> UInt {
@@ -84,21 +78,6 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
     }
 
     // MARK: Devices
-
-    /// Where an introspection callback leaves what it found, and how it wakes the caller.
-    private final class InfoBox: @unchecked Sendable {
-        let mainloop: OpaquePointer
-        var info: HALDeviceInfo?
-        init(_ mainloop: OpaquePointer) { self.mainloop = mainloop }
-
-        /// Called on the control connection's thread by the sink and source callbacks alike.
-        func found(
-            _ name: UnsafePointer<CChar>, _ description: UnsafePointer<CChar>?, _ spec: pa_sample_spec, _ proplist: OpaquePointer?,
-            port: (name: UnsafePointer<CChar>?, type: UInt32)?
-        ) {
-            info = PulseBackend.deviceInfo(name, description, spec, proplist, port: port)
-        }
-    }
 
     /// A sink's or source's description as the layers above see it.
     static func deviceInfo(
@@ -123,40 +102,38 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
         return result
     }
 
-    /// Runs one introspection query (`start` issues it with the box as user data) and waits.
-    private func query(_ what: String, _ start: (UnsafeMutableRawPointer) -> OpaquePointer?) throws(HALError) -> HALDeviceInfo {
-        let box = InfoBox(mainloop)
-        locked { self.await(start(Unmanaged.passUnretained(box).toOpaque())) }
-        guard let info = box.info else { throw HALError(.deviceNotFound, "no \(what)") }
-        return info
-    }
-
     /// The sink named `name` (`@DEFAULT_SINK@` for the default). The corresponding PulseAudio call
     /// is `pa_context_get_sink_info_by_name`.
     func sinkInfo(_ name: String) throws(HALError) -> HALDeviceInfo {
-        try query("sink named \(name)") { ud in
+        let found = control.query(HALDeviceInfo?.none) { ud in
             pa_context_get_sink_info_by_name(context, name, { _, info, eol, ud in
-                let box = Unmanaged<InfoBox>.fromOpaque(ud!).takeUnretainedValue()
+                let box = PulseQuery<HALDeviceInfo?, Void>.from(ud)
                 if eol == 0, let i = info?.pointee {
-                    box.found(i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) })
+                    box.value = PulseBackend.deviceInfo(
+                        i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) })
                 }
-                pa_threaded_mainloop_signal(box.mainloop, 0)
+                box.finish()
             }, ud)
         }
+        guard let found else { throw HALError(.deviceNotFound, "no sink named \(name)") }
+        return found
     }
 
     /// The source named `name` (`@DEFAULT_SOURCE@` for the default). The corresponding PulseAudio
     /// call is `pa_context_get_source_info_by_name`.
     func sourceInfo(_ name: String) throws(HALError) -> HALDeviceInfo {
-        try query("source named \(name)") { ud in
+        let found = control.query(HALDeviceInfo?.none) { ud in
             pa_context_get_source_info_by_name(context, name, { _, info, eol, ud in
-                let box = Unmanaged<InfoBox>.fromOpaque(ud!).takeUnretainedValue()
+                let box = PulseQuery<HALDeviceInfo?, Void>.from(ud)
                 if eol == 0, let i = info?.pointee {
-                    box.found(i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) })
+                    box.value = PulseBackend.deviceInfo(
+                        i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) })
                 }
-                pa_threaded_mainloop_signal(box.mainloop, 0)
+                box.finish()
             }, ud)
         }
+        guard let found else { throw HALError(.deviceNotFound, "no source named \(name)") }
+        return found
     }
 
     package func outputDevice(named name: String?) throws(HALError) -> HALDeviceInfo { try sinkInfo(name ?? "@DEFAULT_SINK@") }

@@ -169,3 +169,38 @@ final class PulseConnection: @unchecked Sendable {
 /// the user data is the main loop.
 private let wakeCaller: pa_context_success_cb_t = { _, _, ud in pa_threaded_mainloop_signal(OpaquePointer(ud), 0) }
 private let wakeStreamCaller: pa_stream_success_cb_t = { _, _, ud in pa_threaded_mainloop_signal(OpaquePointer(ud), 0) }
+
+/// What a query's callbacks fill in while the caller waits (``PulseConnection/query(_:context:_:)``):
+/// the answer so far and what the callbacks need to know. The callbacks run on the connection's
+/// thread with its lock held; the caller reads the answer after the wait.
+final class PulseQuery<Value, Context>: @unchecked Sendable {
+    let mainloop: OpaquePointer
+    let context: Context
+    var value: Value
+    init(_ mainloop: OpaquePointer, _ value: Value, _ context: Context) {
+        self.mainloop = mainloop
+        self.value = value
+        self.context = context
+    }
+
+    /// The query a callback's user data points to.
+    static func from(_ userData: UnsafeMutableRawPointer?) -> PulseQuery { Unmanaged.fromOpaque(userData!).takeUnretainedValue() }
+
+    /// Wakes the waiting caller: call at the end of the answer (`eol`, or the single reply).
+    func finish() { pa_threaded_mainloop_signal(mainloop, 0) }
+}
+
+extension PulseConnection {
+    /// Issues a query (`start` gets the user data its callbacks receive, a ``PulseQuery`` holding
+    /// `initial` and `context`), waits until it completes, and returns what the callbacks left.
+    /// The one way this backend asks the server something and waits.
+    func query<Value, Context>(_ initial: Value, context: Context, _ start: (UnsafeMutableRawPointer) -> OpaquePointer?) -> Value {
+        let box = PulseQuery(mainloop, initial, context)
+        locked { self.await(start(Unmanaged.passUnretained(box).toOpaque())) }
+        return box.value
+    }
+
+    func query<Value>(_ initial: Value, _ start: (UnsafeMutableRawPointer) -> OpaquePointer?) -> Value {
+        query(initial, context: (), start)
+    }
+}
