@@ -120,8 +120,8 @@ final class PulseConnection: @unchecked Sendable {
     }
 
     /// Waits, with the lock held, until `operation` completes; the lock is released while waiting.
-    /// The operation's callback must signal the main loop (``wakeCaller``, ``wakeStreamCaller``, or
-    /// `pa_threaded_mainloop_signal` itself). The caller drops the last reference, so the
+    /// The operation's callback must signal the main loop (``wakeStreamCaller``, a ``PulseQuery``'s
+    /// `finish()`, or `pa_threaded_mainloop_signal` itself). The caller drops the last reference, so the
     /// operation is freed on the caller's thread, not the main loop's.
     func await(_ operation: OpaquePointer?) {
         guard let operation else { return }
@@ -131,13 +131,9 @@ final class PulseConnection: @unchecked Sendable {
         pa_operation_unref(operation)
     }
 
-    /// Issues an operation whose completion only has to wake the caller, and waits for it:
-    /// `start` gets ``wakeCaller`` and the user data it needs. Call with the lock held.
-    func perform(_ start: (pa_context_success_cb_t, UnsafeMutableRawPointer) -> OpaquePointer?) {
-        self.await(start(wakeCaller, UnsafeMutableRawPointer(mainloop)))
-    }
-
-    /// ``perform(_:)`` for stream operations (`pa_stream_cork`, `pa_stream_flush`…).
+    /// Issues a stream operation whose completion only has to wake the caller (`pa_stream_cork`,
+    /// `pa_stream_flush`…) and waits for it: `start` gets the completion and the user data it
+    /// needs. Call with the lock held.
     func performOnStream(_ start: (pa_stream_success_cb_t, UnsafeMutableRawPointer) -> OpaquePointer?) {
         self.await(start(wakeStreamCaller, UnsafeMutableRawPointer(mainloop)))
     }
@@ -167,7 +163,6 @@ final class PulseConnection: @unchecked Sendable {
 
 /// An operation's completion that only wakes the caller waiting in ``PulseConnection/await(_:)``;
 /// the user data is the main loop.
-private let wakeCaller: pa_context_success_cb_t = { _, _, ud in pa_threaded_mainloop_signal(OpaquePointer(ud), 0) }
 private let wakeStreamCaller: pa_stream_success_cb_t = { _, _, ud in pa_threaded_mainloop_signal(OpaquePointer(ud), 0) }
 
 /// What a query's callbacks fill in while the caller waits (``PulseConnection/query(_:context:_:)``):
