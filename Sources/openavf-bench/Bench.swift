@@ -46,12 +46,12 @@ enum Bench {
             say("")
             say("Round-trip latency, output queue (K = 2 buffers of N ms) → speaker → monitor → input queue (buffers of N ms), median of clicks;")
             say("bound = the pattern's own: (K − 1)·N ahead + the output's granted server buffer + N to fill an input buffer + one capture period;")
-            say("anchor = pacat | parec at --latency-msec=N fed like the queues (one chunk ahead, reads of whole chunks):")
+            say("anchor = pacat | parec at --latency-msec=N fed like the queues (a chunk goes in when one waits in the pipe; reads of whole chunks):")
             say("  N ms   session   queues ms   bound ms   − bound (target ≤ +1)   pacat|parec ms   ratio (target ≤ 1; without session at 30 ms)")
-            let latencySeconds = short ? 2.0 : 5.0
+            let latencySeconds = short ? 8.0 : 20.0
             for ms in [5, 10, 30] {
                 do {
-                    let alike = try LatencyBench.pacatParec(server: handle, milliseconds: ms, seconds: latencySeconds, chunksAhead: 1, blockReads: true)
+                    let alike = try LatencyBench.pacatParec(server: handle, milliseconds: ms, seconds: latencySeconds, buffers: 2)
                     for session in [true, false] {
                         guard let ours = try LatencyBench.queues(milliseconds: ms, seconds: latencySeconds, session: session), let alike else {
                             failures.append("latency at \(ms) ms: clicks were not seen")

@@ -77,7 +77,7 @@ enum LatencyBench {
         var format = AudioStreamBasicDescription(
             mSampleRate: rate, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked,
             mBytesPerPacket: 4, mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
-        let source = Source(clicks: ClickTrain(period: Int(rate / 4)), log: log)
+        let source = Source(clicks: .quarterSecond, log: log)
         let sink = Sink(log: log)
         var input: AudioQueueRef?
         var output: AudioQueueRef?
@@ -108,14 +108,16 @@ enum LatencyBench {
         return log.medianMilliseconds().map { RoundTrip(milliseconds: $0, outputGranted: granted.0 * 1000, inputGranted: granted.1 * 1000) }
     }
 
-    /// pacat | parec at `--latency-msec=milliseconds`. The writer writes the click train in chunks
-    /// of that size at real-time pace, `chunksAhead` chunks ahead of the clock (0: each chunk when
-    /// it is due, the anchor at its best; 1: as a two-buffer queue hands audio over). The reader
-    /// timestamps what parec hands over as it comes, or, with `blockReads`, each full chunk, as
-    /// an input queue delivers full buffers.
-    static func pacatParec(server: ServerHandle, milliseconds: Int, seconds: Double, chunksAhead: Int = 0, blockReads: Bool = false) throws -> Double? {
+    /// pacat | parec at `--latency-msec=milliseconds`, fed as a K-buffer output queue feeds its
+    /// stream: the writer hands over the next chunk of the click train as soon as no more than
+    /// `buffers − 1` chunks wait in pacat's input pipe (pacat reads only what its stream asks for,
+    /// so the pipe is the queue and the stream's buffer stays as full as the server wants it).
+    /// A writer paced by the wall clock instead lets pacat's server buffer run partly empty and
+    /// measures a stream on the edge of underrunning, not a latency. The reader timestamps each
+    /// full chunk parec hands over, as an input queue delivers full buffers.
+    static func pacatParec(server: ServerHandle, milliseconds: Int, seconds: Double, buffers: Int = 2) throws -> Double? {
         let log = ClickLog()
-        let clicks = ClickTrain(period: Int(rate / 4))
+        let clicks = ClickTrain.quarterSecond
         let frames = Int(rate) * milliseconds / 1000
         guard let pacat = PrivatePulseServer.which("pacat"), let parec = PrivatePulseServer.which("parec") else {
             throw BenchError("pacat and parec are needed (apt-get install pulseaudio-utils)")
@@ -141,25 +143,26 @@ enum LatencyBench {
                 let n = chunk.withUnsafeMutableBytes { read(readFD, $0.baseAddress, $0.count) }
                 if n <= 0 { break }
                 let now = AudioGetCurrentHostTime()
-                if blockReads {
-                    block += chunk[0..<(n / 4)]
-                    while block.count >= frames {
-                        block[0..<frames].withUnsafeBufferPointer { log.scan($0, arrivedAt: now) }
-                        block.removeFirst(frames)
-                    }
-                } else {
-                    chunk.withUnsafeBufferPointer { log.scan(UnsafeBufferPointer(rebasing: $0[0..<(n / 4)]), arrivedAt: now) }
+                block += chunk[0..<(n / 4)]
+                while block.count >= frames {
+                    block[0..<frames].withUnsafeBufferPointer { log.scan($0, arrivedAt: now) }
+                    block.removeFirst(frames)
                 }
             }
             readerDone.signal()
         }.start()
-        // Writer: chunk i is written at start + i × chunk duration.
-        let start = AudioGetCurrentHostTime()
-        let chunks = Int(seconds * 1000) / milliseconds
+        // Writer: chunk i goes in once no more than buffers − 1 chunks wait in the pipe.
+        let chunkBytes = frames * 4
+        let end = AudioGetCurrentHostTime() + UInt64(seconds * 1e9)
         var chunk = [Float](repeating: 0, count: frames)
-        for i in 0..<chunks {
-            let due = start + UInt64(Double(max(0, i - chunksAhead) * frames) / rate * 1e9)
-            waitUntilHostTime(due)
+        var i = 0
+        while AudioGetCurrentHostTime() < end {
+            var waiting: Int32 = 0
+            guard ioctl(inPipe.write, UInt(FIONREAD), &waiting) == 0 else { throw BenchError("FIONREAD on pacat's pipe failed") }
+            if Int(waiting) > (buffers - 1) * chunkBytes {
+                usleep(200)
+                continue
+            }
             let now = AudioGetCurrentHostTime()
             for j in 0..<frames {
                 let n = i * frames + j
@@ -168,6 +171,7 @@ enum LatencyBench {
             }
             let written = chunk.withUnsafeBytes { write(inPipe.write, $0.baseAddress, $0.count) }
             if written < 0 { break }
+            i += 1
         }
         close(inPipe.write)
         return log.medianMilliseconds()
