@@ -298,13 +298,15 @@ private final class PlayerCore: @unchecked Sendable {
         self.channels = channels
         sampleRate = desc.mSampleRate
         length = frames
-        // Four buffers of 50 ms: the server holds about one (the queue's stream buffer follows the
-        // buffers), refilled in halves, so wakeups are few; a slow decode has 150 ms of slack, and
-        // the buffer decoded ahead 50 ms more; and what a seek or pause cannot take back from the
-        // server is at most 50 ms. Start latency does not depend on it: primed audio goes to the
-        // server when play() starts.
+        // Four buffers of 100 ms: the queue's stream buffer follows them (100 ms, the most a queue
+        // asks for), refilled in halves, so the server thread wakes 20 times a second and the
+        // decoder 10; a slow decode has 300 ms of slack, and the buffer decoded ahead 100 ms more.
+        // What a seek cannot take back from the server, and how late a volume change or fade is
+        // heard, is at most that 100 ms. Start latency does not depend on it: primed audio goes to
+        // the server when play() starts. Measured with openavf-bench on 60 s of MP3: 0.26 s of
+        // CPU against paplay's 0.33 s; with 50 ms buffers 0.38 s against 0.35 s.
         decoder = PlayerDecoder(
-            file: ref, channels: channels, sampleRate: desc.mSampleRate, length: frames, bufferFrames: max(256, Int(desc.mSampleRate * 0.05)))
+            file: ref, channels: channels, sampleRate: desc.mSampleRate, length: frames, bufferFrames: max(256, Int(desc.mSampleRate * 0.1)))
         meter = AVAudioPowerMeter(channels: channels)
         interruptions = InterruptionWatch { [weak self] in self?.interrupted() }
     }

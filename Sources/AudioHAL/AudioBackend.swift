@@ -224,6 +224,9 @@ package protocol HALStream: AnyObject, Sendable {
     func setCorked(_ corked: Bool)
     /// Drops everything written and not yet played.
     func flush()
+    /// Asks the server thread to render now into whatever room the stream has: a render source
+    /// that had nothing to give (and wrote nothing) has something again.
+    func refill()
     /// Asks the server for fresh timing (latency) information, off the server thread. Streams do
     /// not ask on their own, because each request allocates on the server thread.
     func refreshTiming()

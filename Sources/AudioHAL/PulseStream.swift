@@ -49,6 +49,16 @@ final class PulseStream: HALStream, @unchecked Sendable {
     private var prefillEvent: OpaquePointer?
     /// The latest `pa_stream_update_timing_info` of ``refreshTiming()``. Guarded by the main loop lock.
     private var timingOperation: OpaquePointer?
+    /// Our own reckoning of when a written frame is heard, for the writes made while the server's
+    /// timing is unknown (libpulse answers `PA_ERR_NODATA` after a flush until its next timing
+    /// update): the frame `estimatePosition` is heard at `estimateHost`, and the frames after it
+    /// follow at the stream's rate. Set from every known latency, by a flush (nothing queued: the
+    /// next frame is heard now), and moved by a cork (what was queued waits) and an uncork.
+    /// Guarded by the main loop lock.
+    private var estimatePosition: Int64 = 0
+    private var estimateHost: UInt64 = 0
+    /// What was queued ahead of the next frame when the stream was corked (ns).
+    private var queuedWhenCorked: UInt64 = 0
 
     init(backend: PulseBackend, request: HALStreamRequest, playback: (HALStreamClient)?, capture: (HALStreamClient)?) throws(HALError) {
         self.backend = backend
@@ -60,6 +70,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
         captureClient = capture.map { Unmanaged.passUnretained($0) }
         self.frameBytes = 4 * request.format.channels
         self.device = HALDeviceInfo(name: "", description: "", sampleRate: request.format.sampleRate, channels: request.format.channels)
+        estimateHost = hostNow()
         try open(request)
     }
 
@@ -187,11 +198,18 @@ final class PulseStream: HALStream, @unchecked Sendable {
             var latency: pa_usec_t = 0
             var negative: Int32 = 0
             let now = hostNow()
-            let ahead: UInt64 = pa_stream_get_latency(stream, &latency, &negative) == 0 && negative == 0
-                ? latency * 1000 : UInt64(grantedBufferDuration * 1e9)
+            let ahead: UInt64
+            if pa_stream_get_latency(stream, &latency, &negative) == 0 && negative == 0 {
+                ahead = latency * 1000
+                estimatePosition = position
+                estimateHost = now &+ ahead
+            } else {
+                let heard = estimatedHearing(of: position)
+                ahead = heard > now ? heard - now : 0
+            }
             let time = HALRenderTime(sampleTime: position, hostTime: now &+ ahead)
             let produced = source._withUnsafeGuaranteedRef { $0.render(data.assumingMemoryBound(to: Float.self), frames: frames, time: time) }
-            if produced < frames { sourceEnded = true }
+            sourceEnded = produced < frames
             guard produced > 0 else {
                 pa_stream_cancel_write(stream)
                 return
@@ -234,6 +252,13 @@ final class PulseStream: HALStream, @unchecked Sendable {
         if writable != Int(bitPattern: UInt(bitPattern: -1)) && writable >= frameBytes { serverWantsData(writable) }
     }
 
+    /// When frame `frame` is heard, by ``estimatePosition`` and ``estimateHost``. Call with the
+    /// main loop lock held.
+    private func estimatedHearing(of frame: Int64) -> UInt64 {
+        let offset = Double(frame - estimatePosition) * 1e9 / format.sampleRate
+        return offset >= 0 ? estimateHost &+ UInt64(offset) : estimateHost &- min(estimateHost, UInt64(-offset))
+    }
+
     /// Creates the (disabled) main-loop event through which control calls ask the server thread to
     /// prefill. Made once per stream, so that asking allocates nothing. Call with the lock held.
     private func makePrefillEvent(_ ud: UnsafeMutableRawPointer) {
@@ -271,6 +296,14 @@ final class PulseStream: HALStream, @unchecked Sendable {
                 cancelDrain()
                 sourceEnded = false
             }
+            let now = hostNow()
+            if corked {
+                let heard = estimatedHearing(of: position)
+                queuedWhenCorked = heard > now ? heard - now : 0
+            } else {
+                estimatePosition = position
+                estimateHost = now &+ queuedWhenCorked
+            }
             connection.performOnStream { done, ud in pa_stream_cork(stream, corked ? 1 : 0, done, ud) }
             if !corked && playback != nil {
                 // Fresh timing first: the latency the render is stamped with must be today's.
@@ -280,11 +313,22 @@ final class PulseStream: HALStream, @unchecked Sendable {
         }
     }
 
+    /// Enables the prefill event: the server thread writes what the stream has room for.
+    func refill() {
+        connection.locked {
+            guard stream != nil, let prefillEvent else { return }
+            connection.api.pointee.defer_enable(prefillEvent, 1)
+        }
+    }
+
     /// The corresponding PulseAudio call is `pa_stream_flush`.
     func flush() {
         let connection = connection
         connection.locked {
             guard let stream else { return }
+            estimatePosition = position
+            estimateHost = hostNow()
+            queuedWhenCorked = 0
             connection.performOnStream { done, ud in pa_stream_flush(stream, done, ud) }
         }
     }

@@ -286,6 +286,8 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
 
     package func setCorked(_ corked: Bool) { self.corked.store(corked, ordering: .relaxed) }
     package func flush() {}
+    /// The virtual clock renders every output stream at each advance: nothing to ask.
+    package func refill() {}
     package func refreshTiming() {}
     /// The virtual device has no buffer: written data has played when the next render returns.
     package func drain() {

@@ -90,6 +90,10 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
     private var currentStartSample: Int64 = 0
     private var currentStartHost: UInt64 = 0
     private var started = false
+    /// Started with no buffer to play: the render wrote nothing, so that the server holds no
+    /// silence ahead of the first buffer (after a start or a reset while running), and the next
+    /// enqueue asks the stream to refill (``takeRefillRequest()``).
+    private let awaitingBuffer = Atomic<Bool>(false)
     private var starving = false
     private(set) var sampleTime: Int64 = 0
     private var volume: Float = 1
@@ -131,6 +135,23 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
         guard !paused.load(ordering: .acquiring) else { return frames }
         let nanosPerFrame = 1e9 / sampleRate
         if !started {
+            // Nothing to play yet: write nothing rather than silence the first buffer would wait
+            // behind. Looked at again after raising the flag, so that a buffer pushed meanwhile
+            // is either seen here or sees the flag.
+            if current == nil, let next = pending.pop() {
+                current = next
+                offset = 0
+            }
+            if current == nil {
+                awaitingBuffer.store(true, ordering: .sequentiallyConsistent)
+                guard let next = pending.pop() else {
+                    produced = 0
+                    return 0
+                }
+                awaitingBuffer.store(false, ordering: .relaxed)
+                current = next
+                offset = 0
+            }
             // Each render re-estimates when its first frame is heard, so a change of the sink's
             // latency while waiting (another stream starting) moves the start with it.
             let target = startHostTime.load(ordering: .relaxed)
@@ -190,6 +211,12 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
             }
         }
         return produced
+    }
+
+    /// Whether the render is waiting for a first buffer; clears the request. Call after pushing
+    /// a buffer: `true` means the stream must be asked to refill.
+    func takeRefillRequest() -> Bool {
+        awaitingBuffer.exchange(false, ordering: .sequentiallyConsistent)
     }
 
     override func streamDidDrain() {
@@ -337,7 +364,11 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
     /// Takes back everything the server thread holds: the buffer in progress (with the frames it
     /// got so far) and every pending one, in order. Resets start gating, and with
     /// `restartTimeline` the queue's sample time.
-    func reclaim(restartTimeline: Bool) -> (partial: CompletedItem?, untouched: [Int]) {
+    ///
+    /// `heard`: an output's sample time being heard as the stream was flushed. The timeline goes
+    /// on from there, not from what was written: the dropped frames are never heard, and the
+    /// next buffer is scheduled at the time heard.
+    func reclaim(restartTimeline: Bool, heard: Int64? = nil) -> (partial: CompletedItem?, untouched: [Int]) {
         var partial: CompletedItem?
         var tokens: [Int] = []
         if let item = current {
@@ -356,6 +387,8 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
         if restartTimeline {
             sampleTime = 0
             anchor.reset()
+        } else if let heard, heard < sampleTime {
+            sampleTime = heard
         }
         return (partial, tokens)
     }

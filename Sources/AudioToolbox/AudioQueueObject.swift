@@ -293,6 +293,7 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         }
         guard engine.pending.push(item) else { return .failure(StatusError(kAudioQueueErr_BufferInQueue)) }
         slot.enqueued = true
+        if isOutput && engine.takeRefillRequest() { stream?.refill() }
         return .success(actual)
     }
 
@@ -506,6 +507,7 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
 
     /// Disarms the engine, empties the stream and takes back every buffer. Call with `lock` held.
     private func halt(restartTimeline: Bool) -> [CallbackWork] {
+        let heard = isOutput && !restartTimeline && offline == nil ? currentSampleTime() : nil
         engine.armed.store(false, ordering: .releasing)
         if restartTimeline {
             pausedSample.store(-1, ordering: .releasing)
@@ -519,8 +521,8 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
             stream.setCorked(true)
             if isOutput { stream.flush() }
         }
-        let taken = stream.map { s in s.withCallbacksBlocked { engine.reclaim(restartTimeline: restartTimeline) } }
-            ?? engine.reclaim(restartTimeline: restartTimeline)
+        let taken = stream.map { s in s.withCallbacksBlocked { engine.reclaim(restartTimeline: restartTimeline, heard: heard) } }
+            ?? engine.reclaim(restartTimeline: restartTimeline, heard: heard)
         defer { codec?.reset() }
         var work: [CallbackWork] = []
         while let done = engine.completed.pop() {
