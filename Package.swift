@@ -25,11 +25,9 @@ let package = Package(
     ],
     targets: [
         // C bridges: module map + shim header, no logic.
-        .systemLibrary(
-            name: "CPulseAudio",
-            pkgConfig: "libpulse",
-            providers: [.apt(["libpulse-dev"])]
-        ),
+        // No pkgConfig: libpulse's headers and library sit in the default paths, and its .pc file
+        // gives only `-D_REENTRANT -pthread`, flags SwiftPM refuses with a warning on every build.
+        .systemLibrary(name: "CPulseAudio", providers: [.apt(["libpulse-dev"])]),
         .systemLibrary(
             name: "CFFmpeg",
             pkgConfig: "libavformat",
@@ -81,6 +79,10 @@ let package = Package(
         .testTarget(name: "AudioHALTests", dependencies: ["AudioHAL", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(name: "AVFAudioTests", dependencies: ["AVFAudio", "AudioHAL", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(name: "AudioFileTests", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
+        // Apple-idiom programs that must compile unchanged: warnings are errors here.
+        .testTarget(
+            name: "SourceCompatibilityTests", dependencies: ["AVFoundation", "AudioToolbox", "AudioTestSupport"],
+            swiftSettings: [.unsafeFlags(["-warnings-as-errors"])]),
         .testTarget(
             name: "AudioToolboxTests",
             dependencies: ["AudioToolbox", "AudioHAL", "AudioTestSupport"],

@@ -25,12 +25,25 @@ public final class AVAudioApplication: NSObject, @unchecked Sendable {
     public var recordPermission: AVAudioApplication.recordPermission { state.withLock { $0 } }
 
     /// Checks with the server, off the caller's thread, and answers on a background queue.
-    public static func requestRecordPermission(completionHandler response: @escaping @Sendable (Bool) -> Void) {
-        DispatchQueue.global().async {
-            let result = shared.check()
-            response(result == .granted)
+    public static func requestRecordPermission(completionHandler response: @escaping (Bool) -> Void) {
+        // The handler is not required to be Sendable (Apple's is not); it is called once, on
+        // one background queue, and nothing else touches it.
+        let handler = OnceHandler(response)
+        DispatchQueue.global().async { handler.call(shared.check() == .granted) }
+    }
+
+    /// Checks with the server, off the caller's task; `true` when this process may record.
+    public static func requestRecordPermission() async -> Bool {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: shared.check() == .granted) }
         }
     }
+
+    /// Posted when the app's input mute state changes (``setInputMuted(_:)``); the user info's
+    /// ``muteStateKey`` holds the new state as an `NSNumber` holding a `Bool`.
+    public static let inputMuteStateChangeNotification = Notification.Name("AVAudioApplicationInputMuteStateChangeNotification")
+    /// The key of the new mute state in ``inputMuteStateChangeNotification``'s user info.
+    public static let muteStateKey = "AVAudioApplicationMuteStateKey"
 
     @discardableResult
     func check() -> AVAudioApplication.recordPermission {
@@ -45,8 +58,19 @@ public final class AVAudioApplication: NSObject, @unchecked Sendable {
     public var isInputMuted: Bool { AudioSessionIsInputMuted() }
 
     public func setInputMuted(_ muted: Bool) throws {
-        AudioSessionSetInputMuted(muted)
+        if AudioSessionExchangeInputMuted(muted) != muted {
+            NotificationCenter.default.post(
+                name: Self.inputMuteStateChangeNotification, object: self, userInfo: [Self.muteStateKey: NSNumber(value: muted)])
+        }
     }
+}
+
+/// A completion handler Apple's API does not require to be Sendable, called once from a
+/// background queue.
+private final class OnceHandler: @unchecked Sendable {
+    private let body: (Bool) -> Void
+    init(_ body: @escaping (Bool) -> Void) { self.body = body }
+    func call(_ value: Bool) { body(value) }
 }
 
 extension AVAudioSession {
@@ -60,7 +84,7 @@ extension AVAudioSession {
     }
 
     /// Asks the server whether this process may record; see ``AVAudioApplication``.
-    public func requestRecordPermission(_ response: @escaping @Sendable (Bool) -> Void) {
+    public func requestRecordPermission(_ response: @escaping (Bool) -> Void) {
         AVAudioApplication.requestRecordPermission(completionHandler: response)
     }
 }

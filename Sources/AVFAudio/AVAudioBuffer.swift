@@ -1,16 +1,21 @@
 public import Foundation
 
 /// A buffer of audio in some format, over an `AudioBufferList` it owns.
-open class AVAudioBuffer: NSObject, @unchecked Sendable {
+///
+/// Copying (`copy()`, `mutableCopy()`, as Apple's NSCopying and NSMutableCopying) makes a buffer
+/// of the same kind, format and capacity holding the same audio.
+open class AVAudioBuffer: NSObject, NSCopying, NSMutableCopying, @unchecked Sendable {
     public let format: AVAudioFormat
     let list: UnsafeMutableAudioBufferListPointer
     let storage: UnsafeMutableRawPointer
+    private let storageBytes: Int
 
     init(format: AVAudioFormat, buffers: Int, bytesPerBuffer: Int) {
         self.format = format
         list = AudioBufferList.allocate(maximumBuffers: max(buffers, 1))
-        storage = .allocate(byteCount: max(bytesPerBuffer * buffers, 1), alignment: 16)
-        storage.initializeMemory(as: UInt8.self, repeating: 0, count: max(bytesPerBuffer * buffers, 1))
+        storageBytes = max(bytesPerBuffer * buffers, 1)
+        storage = .allocate(byteCount: storageBytes, alignment: 16)
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: storageBytes)
         let channelsPerBuffer = format.isInterleaved ? format.channelCount : 1
         for i in 0..<max(buffers, 1) {
             list[i] = AudioBuffer(mNumberChannels: channelsPerBuffer, mDataByteSize: 0, mData: storage + i * bytesPerBuffer)
@@ -25,6 +30,22 @@ open class AVAudioBuffer: NSObject, @unchecked Sendable {
 
     public var audioBufferList: UnsafePointer<AudioBufferList> { list.unsafePointer }
     public var mutableAudioBufferList: UnsafeMutablePointer<AudioBufferList> { list.unsafeMutablePointer }
+
+    open func copy(with zone: NSZone? = nil) -> Any { duplicate() }
+    open func mutableCopy(with zone: NSZone? = nil) -> Any { duplicate() }
+
+    /// A new buffer like this one; subclasses make their own kind and call ``copyAudio(from:)``.
+    func duplicate() -> AVAudioBuffer {
+        let copy = AVAudioBuffer(format: format, buffers: list.count, bytesPerBuffer: storageBytes / max(list.count, 1))
+        copy.copyAudio(from: self)
+        return copy
+    }
+
+    /// Takes `other`'s bytes and byte sizes (a buffer of the same format and capacity).
+    func copyAudio(from other: AVAudioBuffer) {
+        storage.copyMemory(from: other.storage, byteCount: min(storageBytes, other.storageBytes))
+        for i in 0..<min(list.count, other.list.count) { list[i].mDataByteSize = other.list[i].mDataByteSize }
+    }
 }
 
 /// Linear PCM audio: `frameLength` valid frames out of `frameCapacity`, one buffer per channel
@@ -76,6 +97,13 @@ open class AVAudioPCMBuffer: AVAudioBuffer, @unchecked Sendable {
         UnsafeRawPointer(channelPointers).assumingMemoryBound(to: UnsafeMutablePointer<T>.self)
     }
 
+    override func duplicate() -> AVAudioBuffer {
+        let copy = AVAudioPCMBuffer(pcmFormat: format, frameCapacity: frameCapacity)!
+        copy.frameLength = frameLength
+        copy.copyAudio(from: self)
+        return copy
+    }
+
     deinit { channelPointers.deallocate() }
 }
 
@@ -105,6 +133,14 @@ open class AVAudioCompressedBuffer: AVAudioBuffer, @unchecked Sendable {
     public convenience init(format: AVAudioFormat, packetCapacity: AVAudioPacketCount) {
         let size = Int(format.streamDescription.pointee.mBytesPerPacket)
         self.init(format: format, packetCapacity: packetCapacity, maximumPacketSize: size > 0 ? size : 768 * Int(format.channelCount))
+    }
+
+    override func duplicate() -> AVAudioBuffer {
+        let copy = AVAudioCompressedBuffer(format: format, packetCapacity: packetCapacity, maximumPacketSize: maximumPacketSize)
+        copy.packetCount = packetCount
+        if let from = packetDescriptions, let to = copy.packetDescriptions { to.update(from: from, count: Int(max(packetCapacity, 1))) }
+        copy.copyAudio(from: self)
+        return copy
     }
 
     deinit { packetDescriptions?.deallocate() }

@@ -33,7 +33,7 @@ open class AVAudioFile: NSObject, @unchecked Sendable {
             throw statusError(kAudioFileUnsupportedDataFormatError, "\(fileURL.path) has a format AVAudioFormat cannot describe")
         }
         guard format != .otherFormat,
-            let processing = AVAudioFormat(commonFormat: format, sampleRate: file.mSampleRate, channels: file.mChannelsPerFrame, interleaved: interleaved)
+            let processing = AVAudioFormat.common(format, sampleRate: file.mSampleRate, channels: file.mChannelsPerFrame, interleaved: interleaved, layout: fileFormat.channelLayout)
         else {
             ExtAudioFileDispose(ref)
             throw statusError(kAudio_ParamError, "the processing format must be a common PCM format")
@@ -74,7 +74,7 @@ open class AVAudioFile: NSObject, @unchecked Sendable {
         _ = ExtAudioFileGetProperty(ref, kExtAudioFileProperty_FileDataFormat, &size, &actual)
         fileFormat = AVAudioFormat(streamDescription: &actual, channelLayout: requested.channelLayout) ?? requested
         guard format != .otherFormat,
-            let processing = AVAudioFormat(commonFormat: format, sampleRate: desc.mSampleRate, channels: desc.mChannelsPerFrame, interleaved: interleaved)
+            let processing = AVAudioFormat.common(format, sampleRate: desc.mSampleRate, channels: desc.mChannelsPerFrame, interleaved: interleaved, layout: requested.channelLayout)
         else {
             ExtAudioFileDispose(ref)
             throw statusError(kAudio_ParamError, "the processing format must be a common PCM format")

@@ -35,10 +35,19 @@ public final class AVAudioFormat: NSObject, @unchecked Sendable {
         self.init(commonFormat: .pcmFormatFloat32, sampleRate: sampleRate, interleaved: false, channelLayout: layout)
     }
 
+    /// `nil` for more than two channels, as Apple's: those need a channel layout
+    /// (``init(commonFormat:sampleRate:interleaved:channelLayout:)``).
     public convenience init?(commonFormat format: AVAudioCommonFormat, sampleRate: Double, channels: AVAudioChannelCount, interleaved: Bool) {
-        guard channels > 0, let pcm = Self.pcm(format, sampleRate: sampleRate, channels: channels, interleaved: interleaved) else { return nil }
+        guard channels > 0, channels <= 2, let pcm = Self.pcm(format, sampleRate: sampleRate, channels: channels, interleaved: interleaved) else { return nil }
         var d = pcm
         self.init(streamDescription: &d, channelLayout: nil)
+    }
+
+    /// A common format with any number of channels, with `layout` where there is one (a file's
+    /// processing format: Apple's has the file's channel count whatever it is).
+    static func common(_ format: AVAudioCommonFormat, sampleRate: Double, channels: AVAudioChannelCount, interleaved: Bool, layout: AVAudioChannelLayout?) -> AVAudioFormat? {
+        guard channels > 0, var d = pcm(format, sampleRate: sampleRate, channels: channels, interleaved: interleaved) else { return nil }
+        return AVAudioFormat(streamDescription: &d, channelLayout: layout?.channelCount == channels ? layout : nil)
     }
 
     public convenience init(commonFormat format: AVAudioCommonFormat, sampleRate: Double, interleaved: Bool, channelLayout layout: AVAudioChannelLayout) {
@@ -126,23 +135,36 @@ public final class AVAudioFormat: NSObject, @unchecked Sendable {
 
     public var settings: [String: Any] {
         let d = asbd.pointee
-        var s: [String: Any] = [AVFormatIDKey: d.mFormatID, AVSampleRateKey: d.mSampleRate, AVNumberOfChannelsKey: d.mChannelsPerFrame]
+        // NSNumbers, as Apple's: `as? Int`, `as? UInt`, `as? NSNumber` all read them.
+        var s: [String: Any] = [
+            AVFormatIDKey: NSNumber(value: d.mFormatID), AVSampleRateKey: NSNumber(value: d.mSampleRate),
+            AVNumberOfChannelsKey: NSNumber(value: d.mChannelsPerFrame),
+        ]
         if d.mFormatID == kAudioFormatLinearPCM {
-            s[AVLinearPCMBitDepthKey] = d.mBitsPerChannel
-            s[AVLinearPCMIsFloatKey] = d.mFormatFlags & kAudioFormatFlagIsFloat != 0
-            s[AVLinearPCMIsBigEndianKey] = d.mFormatFlags & kAudioFormatFlagIsBigEndian != 0
-            s[AVLinearPCMIsNonInterleaved] = !isInterleaved
+            s[AVLinearPCMBitDepthKey] = NSNumber(value: d.mBitsPerChannel)
+            s[AVLinearPCMIsFloatKey] = NSNumber(value: d.mFormatFlags & kAudioFormatFlagIsFloat != 0)
+            s[AVLinearPCMIsBigEndianKey] = NSNumber(value: d.mFormatFlags & kAudioFormatFlagIsBigEndian != 0)
+            s[AVLinearPCMIsNonInterleaved] = NSNumber(value: !isInterleaved)
         }
         if let channelLayout, channelCount > 2 { s[AVChannelLayoutKey] = channelLayout.data }
         return s
     }
 
+    /// Whether `object` is a functionally equivalent format, as Apple documents `isEqual:`: the
+    /// same description once what cannot matter is set aside (one channel is interleaved and
+    /// deinterleaved alike), and the same channel layout where there are more than two channels.
     public override func isEqual(_ object: Any?) -> Bool {
         guard let other = object as? AVAudioFormat else { return false }
         let a = asbd.pointee, b = other.asbd.pointee
-        return a.mSampleRate == b.mSampleRate && a.mFormatID == b.mFormatID && a.mFormatFlags == b.mFormatFlags
-            && a.mBytesPerPacket == b.mBytesPerPacket && a.mFramesPerPacket == b.mFramesPerPacket && a.mBytesPerFrame == b.mBytesPerFrame
-            && a.mChannelsPerFrame == b.mChannelsPerFrame && a.mBitsPerChannel == b.mBitsPerChannel
+        func flags(_ d: AudioStreamBasicDescription) -> AudioFormatFlags {
+            d.mChannelsPerFrame == 1 ? d.mFormatFlags & ~kAudioFormatFlagIsNonInterleaved : d.mFormatFlags
+        }
+        guard a.mSampleRate == b.mSampleRate, a.mFormatID == b.mFormatID, flags(a) == flags(b),
+            a.mBytesPerPacket == b.mBytesPerPacket, a.mFramesPerPacket == b.mFramesPerPacket, a.mBytesPerFrame == b.mBytesPerFrame,
+            a.mChannelsPerFrame == b.mChannelsPerFrame, a.mBitsPerChannel == b.mBitsPerChannel
+        else { return false }
+        guard a.mChannelsPerFrame > 2 else { return true }
+        return channelLayout == other.channelLayout
     }
 
     public override var hash: Int { Int(sampleRate) ^ Int(channelCount) << 20 ^ Int(asbd.pointee.mFormatID) }

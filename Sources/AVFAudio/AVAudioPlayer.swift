@@ -350,7 +350,7 @@ private final class PlayerCore: @unchecked Sendable {
         guard AudioQueueNewOutput(&desc, Self.callback, me, nil, nil, 0, &q) == noErr, let q else { return false }
         AudioQueueAddPropertyListener(q, kAudioQueueProperty_IsRunning, Self.runningListener, me)
         if let deviceName {
-            let name: CFString? = deviceName
+            let name: CFString? = deviceName as CFString
             _ = withUnsafePointer(to: name) { AudioQueueSetProperty(q, kAudioQueueProperty_CurrentDevice, $0, UInt32(MemoryLayout<CFString?>.size)) }
         }
         for _ in 0..<4 {

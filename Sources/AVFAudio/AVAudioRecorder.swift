@@ -4,8 +4,8 @@ public import Foundation
 /// What an ``AVAudioRecorder`` tells its delegate. Both methods have empty default implementations.
 ///
 /// As with ``AVAudioPlayerDelegate``, calls arrive on a serial queue private to the recorder
-/// rather than the main thread.
-public protocol AVAudioRecorderDelegate: AnyObject {
+/// rather than the main thread. The protocol is Sendable, as Apple's is.
+public protocol AVAudioRecorderDelegate: AnyObject, Sendable {
     /// The recording ended (``AVAudioRecorder/stop()`` or the duration was reached) and the file is
     /// closed; `flag` is `false` when encoding or writing failed.
     func audioRecorderDidFinishRecording(_ recorder: AVAudioRecorder, successfully flag: Bool)
@@ -93,9 +93,9 @@ open class AVAudioRecorder: NSObject, @unchecked Sendable {
             ?? settingsNumber(settings[AVEncoderBitRatePerChannelKey]).map { Int($0) * Int(desc.mChannelsPerFrame) }
         quality = settingsNumber(settings[AVEncoderAudioQualityKey]).map { Int($0) }
         var all = format.settings
-        all[AVAudioFileTypeKey] = Int(type)
+        all[AVAudioFileTypeKey] = NSNumber(value: type)
         for key in [AVEncoderBitRateKey, AVEncoderAudioQualityKey, AVEncoderBitDepthHintKey, AVEncoderBitRatePerChannelKey] {
-            if let v = settings[key] { all[key] = v }
+            if let v = settingsNumber(settings[key]) { all[key] = NSNumber(value: Int(v)) }
         }
         self.settings = all
         meter = AVAudioPowerMeter(channels: Int(desc.mChannelsPerFrame))

@@ -97,7 +97,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             NotificationCenter.default.post(name: Self.mediaServicesWereLostNotification, object: self)
         }
         if event.contains(.serverBack) {
-            if locked({ wasActiveBeforeLoss }) { try? activate() }
+            if locked({ wasActiveBeforeLoss }) { try? activateNow() }
             NotificationCenter.default.post(name: Self.mediaServicesWereResetNotification, object: self)
         }
         if event.contains(.interruptionBegan) {
@@ -107,7 +107,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
                 _ = AudioSessionHost.pausePlayback()
                 NotificationCenter.default.post(
                     name: Self.interruptionNotification, object: self,
-                    userInfo: [AVAudioSessionInterruptionTypeKey: InterruptionType.began.rawValue, AVAudioSessionInterruptionReasonKey: InterruptionReason.default.rawValue])
+                    userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.began.rawValue), AVAudioSessionInterruptionReasonKey: NSNumber(value: InterruptionReason.default.rawValue)])
             }
         }
         if event.contains(.interruptionEnded) {
@@ -115,7 +115,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
                 locked { interrupted = false }
                 NotificationCenter.default.post(
                     name: Self.interruptionNotification, object: self,
-                    userInfo: [AVAudioSessionInterruptionTypeKey: InterruptionType.ended.rawValue, AVAudioSessionInterruptionOptionKey: InterruptionOptions.shouldResume.rawValue])
+                    userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.ended.rawValue), AVAudioSessionInterruptionOptionKey: NSNumber(value: InterruptionOptions.shouldResume.rawValue)])
             }
         }
         if event.contains(.devices) { checkRoute() }
@@ -137,7 +137,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         guard let previous, previous != playing else { return }
         NotificationCenter.default.post(
             name: Self.silenceSecondaryAudioHintNotification, object: self,
-            userInfo: [AVAudioSessionSilenceSecondaryAudioHintTypeKey: (playing ? SilenceSecondaryAudioHintType.begin : .end).rawValue])
+            userInfo: [AVAudioSessionSilenceSecondaryAudioHintTypeKey: NSNumber(value: (playing ? SilenceSecondaryAudioHintType.begin : .end).rawValue)])
     }
 
     /// Two processes using this library obey iOS's rule: activating a non-mixable playback session
@@ -154,7 +154,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
                 }
                 NotificationCenter.default.post(
                     name: Self.interruptionNotification, object: self,
-                    userInfo: [AVAudioSessionInterruptionTypeKey: InterruptionType.ended.rawValue, AVAudioSessionInterruptionOptionKey: InterruptionOptions.shouldResume.rawValue])
+                    userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.ended.rawValue), AVAudioSessionInterruptionOptionKey: NSNumber(value: InterruptionOptions.shouldResume.rawValue)])
             }
             return
         }
@@ -168,7 +168,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         _ = AudioSessionHost.pausePlayback()
         NotificationCenter.default.post(
             name: Self.interruptionNotification, object: self,
-            userInfo: [AVAudioSessionInterruptionTypeKey: InterruptionType.began.rawValue, AVAudioSessionInterruptionReasonKey: InterruptionReason.default.rawValue])
+            userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.began.rawValue), AVAudioSessionInterruptionReasonKey: NSNumber(value: InterruptionReason.default.rawValue)])
     }
 
     /// Non-mixable sessions that play: they interrupt and are interrupted by one another.
@@ -205,7 +205,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         }
         NotificationCenter.default.post(
             name: Self.routeChangeNotification, object: self,
-            userInfo: [AVAudioSessionRouteChangeReasonKey: reason.rawValue, AVAudioSessionRouteChangePreviousRouteKey: previous])
+            userInfo: [AVAudioSessionRouteChangeReasonKey: NSNumber(value: reason.rawValue), AVAudioSessionRouteChangePreviousRouteKey: previous])
     }
 
     /// Ambient mixes; so do `mixWithOthers` and `duckOthers` (which implies it, as on iOS).
@@ -235,10 +235,8 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     public func setCategory(_ category: Category, mode: Mode, policy: RouteSharingPolicy, options: CategoryOptions = []) throws {
         guard Self.categories.contains(category) else { throw Self.error(.badParam, "unknown category \(category.rawValue)") }
         guard Self.modes.contains(mode) else { throw Self.error(.badParam, "unknown mode \(mode.rawValue)") }
-        // Apple: mixing and ducking options need a category that plays.
-        if !options.isDisjoint(with: [.mixWithOthers, .duckOthers]) && category == .record {
-            throw Self.error(.badParam, "\(category.rawValue) takes no mixing options")
-        }
+        // `.record` with `.mixWithOthers` or `.duckOthers` is accepted, as iOS accepts it: the
+        // session then leaves other apps' playback running (ducked with `.duckOthers`).
         if options.contains(.defaultToSpeaker) && category != .playAndRecord {
             throw Self.error(.badParam, "defaultToSpeaker needs playAndRecord")
         }
@@ -258,7 +256,10 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     }
 
     static let categories: Set<Category> = [.ambient, .soloAmbient, .playback, .record, .playAndRecord, .multiRoute]
-    static let modes: Set<Mode> = [.default, .voiceChat, .gameChat, .videoRecording, .measurement, .moviePlayback, .videoChat, .spokenAudio, .voicePrompt]
+    static let modes: Set<Mode> = [
+        .default, .voiceChat, .gameChat, .videoRecording, .measurement, .moviePlayback, .videoChat, .spokenAudio, .voicePrompt,
+        .shortFormVideo, .dualRoute,
+    ]
 
     /// What a session's output and input streams say they are for: the server's policy (who
     /// interrupts and ducks whom, and echo cancellation) follows it, in the backend's terms (on
@@ -280,7 +281,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         default:
             if mixable {
                 purpose = .mixable
-            } else if mode == .moviePlayback || mode == .videoRecording {
+            } else if mode == .moviePlayback || mode == .videoRecording || mode == .shortFormVideo {
                 purpose = .movie
             } else if category == .record || category == .multiRoute {
                 purpose = .unprocessed
@@ -301,6 +302,34 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
 
     // MARK: Activation
 
+    /// Activates the session off the caller's thread and tells `handler` whether it did (Apple's
+    /// watchOS call): `(true, nil)`, or `(false, error)` with ``setActive(_:options:)``'s error.
+    public func activate(options: AVAudioSessionActivationOptions = [], completionHandler handler: @escaping (Bool, (any Error)?) -> Void) {
+        let handler = ActivationHandler(handler)
+        DispatchQueue.global().async { [self] in
+            do {
+                try setActive(true)
+                handler.call(true, nil)
+            } catch {
+                handler.call(false, error)
+            }
+        }
+    }
+
+    /// Activates the session off the caller's task; `true` once it is active.
+    public func activate(options: AVAudioSessionActivationOptions = []) async throws -> Bool {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
+            DispatchQueue.global().async { [self] in
+                do {
+                    try setActive(true)
+                    continuation.resume(returning: true)
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
     /// Activates the session: opens its stream on the server with the preferred values (the
     /// current values then report what was granted). Deactivation closes it.
     ///
@@ -309,7 +338,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     /// is passed: the server carries no message at the moment a stream ends.
     public func setActive(_ active: Bool, options: SetActiveOptions = []) throws {
         if active {
-            try activate()
+            try activateNow()
         } else {
             AudioSessionHost.deactivate()
             AudioSessionHost.unduckOthers()
@@ -320,7 +349,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         }
     }
 
-    private func activate() throws {
+    private func activateNow() throws {
         let (rate, duration, channels) = locked { (_preferredSampleRate, _preferredIOBufferDuration, _preferredOutputChannels) }
         let device = AudioSessionHost.defaultDevices().output
         let sampleRate = rate > 0 ? rate : (device?.sampleRate ?? 48000)
@@ -372,7 +401,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     }
 
     private func reconfigureIfActive() throws {
-        if locked({ active }) { try activate() }
+        if locked({ active }) { try activateNow() }
     }
 
     /// The I/O buffer duration used when none is preferred (the queues' server-side default).
@@ -536,4 +565,18 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     static func error(_ code: ErrorCode, _ reason: String) -> NSError {
         NSError(domain: NSOSStatusErrorDomain, code: code.rawValue, userInfo: [NSLocalizedDescriptionKey: reason])
     }
+}
+
+/// Options of ``AVAudioSession/activate(options:completionHandler:)``; Apple defines none yet.
+public struct AVAudioSessionActivationOptions: OptionSet, Sendable {
+    public let rawValue: UInt
+    public init(rawValue: UInt) { self.rawValue = rawValue }
+}
+
+/// An activation completion handler, which Apple does not require to be Sendable, called once
+/// from a background queue.
+private final class ActivationHandler: @unchecked Sendable {
+    private let body: (Bool, (any Error)?) -> Void
+    init(_ body: @escaping (Bool, (any Error)?) -> Void) { self.body = body }
+    func call(_ done: Bool, _ error: (any Error)?) { body(done, error) }
 }

@@ -26,6 +26,11 @@ extension AVAudioSession {
         public static let videoChat = Mode(rawValue: "AVAudioSessionModeVideoChat")
         public static let spokenAudio = Mode(rawValue: "AVAudioSessionModeSpokenAudio")
         public static let voicePrompt = Mode(rawValue: "AVAudioSessionModeVoicePrompt")
+        /// Short-form video capture (iOS 26): played and recorded as ``videoRecording`` is.
+        public static let shortFormVideo = Mode(rawValue: "AVAudioSessionModeShortFormVideo")
+        /// Audio to two routes at once (iOS 26.2): a Linux server plays a stream on one device,
+        /// so this is ``default`` here.
+        public static let dualRoute = Mode(rawValue: "AVAudioSessionModeDualRoute")
     }
 
     public struct CategoryOptions: OptionSet, Sendable {
@@ -34,11 +39,19 @@ extension AVAudioSession {
         public static let mixWithOthers = CategoryOptions(rawValue: 0x1)
         public static let duckOthers = CategoryOptions(rawValue: 0x2)
         public static let allowBluetooth = CategoryOptions(rawValue: 0x4)
+        /// iOS 26's name for ``allowBluetooth``.
+        public static let allowBluetoothHFP = CategoryOptions(rawValue: 0x4)
         public static let defaultToSpeaker = CategoryOptions(rawValue: 0x8)
         public static let interruptSpokenAudioAndMixWithOthers = CategoryOptions(rawValue: 0x11)
         public static let allowBluetoothA2DP = CategoryOptions(rawValue: 0x20)
         public static let allowAirPlay = CategoryOptions(rawValue: 0x40)
         public static let overrideMutedMicrophoneInterruption = CategoryOptions(rawValue: 0x80)
+        /// Far-field microphone processing (iOS 26.2). Accepted; the sound server offers no
+        /// far-field beamforming, so the input is what the source captures.
+        public static let farFieldInput = CategoryOptions(rawValue: 0x40000)
+        /// High-quality Bluetooth recording (iOS 26). Accepted; which Bluetooth profile a headset
+        /// uses is the server's (or the user's) choice on Linux, not the app's.
+        public static let bluetoothHighQualityRecording = CategoryOptions(rawValue: 0x80000)
     }
 
     public struct SetActiveOptions: OptionSet, Sendable {
@@ -74,6 +87,8 @@ extension AVAudioSession {
         case `default` = 0
         case appWasSuspended = 1
         case builtInMicMuted = 2
+        /// The route the session used went away (iOS 17).
+        case routeDisconnected = 4
     }
 
     public enum RouteChangeReason: UInt, Sendable {
@@ -151,6 +166,7 @@ extension AVAudioSession {
         public static let displayPort = Port(rawValue: "DisplayPort")
         public static let AVB = Port(rawValue: "AVB")
         public static let thunderbolt = Port(rawValue: "Thunderbolt")
+        public static let continuityMicrophone = Port(rawValue: "ContinuityMicrophone")
     }
 
     // Notifications (posted on NotificationCenter.default with the session as the object).

@@ -1,7 +1,8 @@
 internal import CSonic
 
-/// Changes the speed of interleaved 32-bit float audio and keeps its pitch, with libsonic (the
-/// pitch-synchronous overlap-add that ExoPlayer uses for playback speed).
+/// Changes the speed of interleaved 32-bit float audio and keeps its pitch, or changes its pitch
+/// and keeps its speed, with libsonic (the pitch-synchronous overlap-add that ExoPlayer uses for
+/// playback speed).
 ///
 /// Input goes in with ``write(_:frames:)`` and comes out shorter (faster) or longer (slower) with
 /// ``read(into:maxFrames:)``; the sample rate and channels stay. Runs on the caller's thread and
@@ -32,6 +33,19 @@ package final class TimePitchProcessor {
         set { sonicSetSpeed(stream, newValue) }
     }
 
+    /// The pitch factor (2: an octave up), kept apart from the speed.
+    package var pitch: Float {
+        get { sonicGetPitch(stream) }
+        set { sonicSetPitch(stream, newValue) }
+    }
+
+    /// The playback rate of a varispeed: speed and pitch change together (2: twice as fast, an
+    /// octave up), by resampling.
+    package var rate: Float {
+        get { sonicGetRate(stream) }
+        set { sonicSetRate(stream, newValue) }
+    }
+
     /// Adds `frames` frames of input.
     package func write(_ samples: UnsafePointer<Float>, frames: Int) {
         guard frames > 0 else { return }
@@ -52,10 +66,12 @@ package final class TimePitchProcessor {
 
     /// Forgets everything held (after a seek), keeping the speed.
     package func reset() {
-        let speed = self.speed
+        let (speed, pitch, rate) = (self.speed, self.pitch, self.rate)
         if let stream { sonicDestroyStream(stream) }
         stream = sonicCreateStream(Int32(sampleRate), Int32(channels))
         sonicSetQuality(stream, highQuality ? 1 : 0)
         sonicSetSpeed(stream, speed)
+        sonicSetPitch(stream, pitch)
+        sonicSetRate(stream, rate)
     }
 }

@@ -16,15 +16,18 @@ public func AudioQueueGetParameter(
     case kAudioQueueParam_Volume: outValue.pointee = queue.volume
     case kAudioQueueParam_VolumeRampTime: outValue.pointee = queue.volumeRampTime
     case kAudioQueueParam_Pan: outValue.pointee = queue.pan
+    case kAudioQueueParam_PlayRate where queue.timePitch.enabled: outValue.pointee = queue.timePitch.rate
+    case kAudioQueueParam_Pitch where queue.timePitch.enabled: outValue.pointee = queue.timePitch.pitchCents
     default: return kAudioQueueErr_InvalidParameter
     }
     return noErr
 }
 
-/// Sets a parameter; it takes effect on the next samples the server asks for. A volume change
-/// ramps over `kAudioQueueParam_VolumeRampTime` seconds. `kAudioQueueParam_PlayRate` and
-/// `kAudioQueueParam_Pitch` need a time-pitch processor this module does not have yet, so they
-/// return `kAudioQueueErr_InvalidParameter`.
+/// Sets a parameter; volume and pan take effect on the next samples the server asks for. A volume
+/// change ramps over `kAudioQueueParam_VolumeRampTime` seconds. `kAudioQueueParam_PlayRate`
+/// (0.5…2) and `kAudioQueueParam_Pitch` (−2400…2400 cents) need the time-pitch processor
+/// (`kAudioQueueProperty_EnableTimePitch`; `kAudioQueueErr_InvalidParameter` without it) and apply
+/// from the next buffer enqueued.
 @discardableResult
 public func AudioQueueSetParameter(
     _ inAQ: AudioQueueRef, _ inParamID: AudioQueueParameterID, _ inValue: AudioQueueParameterValue
@@ -44,6 +47,10 @@ public func AudioQueueSetParameter(
     case kAudioQueueParam_Pan:
         queue.pan = min(max(inValue, -1), 1)
         engine.panBits.store(queue.pan.bitPattern, ordering: .relaxed)
+    case kAudioQueueParam_PlayRate where queue.timePitch.enabled:
+        queue.timePitch.rate = min(max(inValue, 0.5), 2)
+    case kAudioQueueParam_Pitch where queue.timePitch.enabled:
+        queue.timePitch.pitchCents = min(max(inValue, -2400), 2400)
     default: return kAudioQueueErr_InvalidParameter
     }
     return noErr
@@ -53,8 +60,10 @@ public func AudioQueueSetParameter(
 private func propertySize(_ queue: AudioQueueObject, _ id: AudioQueuePropertyID) -> Int? {
     switch id {
     case kAudioQueueProperty_IsRunning, kAudioQueueDeviceProperty_NumberChannels,
-        kAudioQueueProperty_EnableLevelMetering, kAudioQueueProperty_DecodeBufferSizeFrames:
+        kAudioQueueProperty_EnableLevelMetering, kAudioQueueProperty_DecodeBufferSizeFrames, kAudioQueueProperty_HardwareCodecPolicy:
         return MemoryLayout<UInt32>.size
+    case kAudioQueueProperty_EnableTimePitch, kAudioQueueProperty_TimePitchAlgorithm, kAudioQueueProperty_TimePitchBypass:
+        return queue.isOutput ? MemoryLayout<UInt32>.size : nil
     case kAudioQueueDeviceProperty_SampleRate: return MemoryLayout<Float64>.size
     case kAudioQueueProperty_StreamDescription: return MemoryLayout<AudioStreamBasicDescription>.size
     case kAudioQueueProperty_CurrentDevice: return MemoryLayout<CFString?>.size
@@ -118,6 +127,16 @@ public func AudioQueueGetProperty(
         queue.lock.lock()
         outData.storeBytes(of: queue.decodeBufferSizeFrames, as: UInt32.self)
         queue.lock.unlock()
+    case kAudioQueueProperty_HardwareCodecPolicy:
+        queue.lock.lock()
+        outData.storeBytes(of: queue.hardwareCodecPolicy, as: UInt32.self)
+        queue.lock.unlock()
+    case kAudioQueueProperty_EnableTimePitch, kAudioQueueProperty_TimePitchAlgorithm, kAudioQueueProperty_TimePitchBypass:
+        queue.lock.lock()
+        let t = queue.timePitch
+        let value: UInt32 = inID == kAudioQueueProperty_EnableTimePitch ? (t.enabled ? 1 : 0) : inID == kAudioQueueProperty_TimePitchBypass ? (t.bypass ? 1 : 0) : t.algorithm
+        queue.lock.unlock()
+        outData.storeBytes(of: value, as: UInt32.self)
     case kAudioQueueProperty_MagicCookie:
         queue.lock.lock()
         let cookie = queue.codec?.magicCookie ?? []
@@ -137,7 +156,8 @@ public func AudioQueueGetProperty(
         } else if inID == kAudioQueueDeviceProperty_NumberChannels {
             outData.storeBytes(of: UInt32(device.channels), as: UInt32.self)
         } else {
-            outData.assumingMemoryBound(to: CFString?.self).pointee = device.name
+            // A new reference, written over what the caller's variable holds (nil, as apps pass it).
+            outData.bindMemory(to: CFString?.self, capacity: 1).initialize(to: device.name as CFString)
         }
     case kAudioQueueProperty_CurrentLevelMeter, kAudioQueueProperty_CurrentLevelMeterDB:
         queue.lock.lock()
@@ -203,7 +223,25 @@ public func AudioQueueSetProperty(
         queue.decodeBufferSizeFrames = frames
     case kAudioQueueProperty_CurrentDevice:
         if queue.isRunning == 1 { return kAudioQueueErr_InvalidRunState }
-        queue.deviceName = inData.assumingMemoryBound(to: CFString?.self).pointee
+        queue.deviceName = inData.assumingMemoryBound(to: CFString?.self).pointee.map { $0 as String }
+    case kAudioQueueProperty_EnableTimePitch:
+        if queue.isRunning == 1 { return kAudioQueueErr_InvalidRunState }
+        queue.timePitch.enabled = inData.load(as: UInt32.self) != 0
+    case kAudioQueueProperty_TimePitchAlgorithm:
+        let algorithm = inData.load(as: UInt32.self)
+        guard QueueTimePitch.isAlgorithm(algorithm) else { return kAudioQueueErr_InvalidPropertyValue }
+        if algorithm != queue.timePitch.algorithm { queue.timePitch.reset() }
+        queue.timePitch.algorithm = algorithm
+    case kAudioQueueProperty_TimePitchBypass:
+        let bypass = inData.load(as: UInt32.self) != 0
+        // What the processor held from before a bypass is not played after it.
+        if bypass != queue.timePitch.bypass { queue.timePitch.reset() }
+        queue.timePitch.bypass = bypass
+    case kAudioQueueProperty_HardwareCodecPolicy:
+        let policy = inData.load(as: UInt32.self)
+        guard policy <= kAudioQueueHardwareCodecPolicy_PreferHardware else { return kAudioQueueErr_InvalidPropertyValue }
+        if queue.isRunning == 1 { return kAudioQueueErr_InvalidRunState }
+        queue.hardwareCodecPolicy = policy
     default:
         return kAudioQueueErr_InvalidProperty
     }

@@ -60,7 +60,7 @@ private func makeQueue(
 
 private func target(_ runLoop: CFRunLoop?, _ mode: CFString?) -> CallbackTarget {
     guard let runLoop else { return .ownThread }
-    return .runLoop(runLoop.runLoop, RunLoop.Mode(mode ?? RunLoop.Mode.common.rawValue))
+    return .runLoop(runLoop.runLoop, RunLoop.Mode(mode.map { $0 as String } ?? RunLoop.Mode.common.rawValue))
 }
 
 /// Creates a playback queue.

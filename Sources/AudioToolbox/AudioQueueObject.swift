@@ -75,7 +75,13 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
     var meteringEnabled = false
     var lastMeters: [AudioQueueLevelMeterState]
     var decodeBufferSizeFrames: UInt32 = 0
+    /// `kAudioQueueProperty_HardwareCodecPolicy`. Guarded by `lock`.
+    var hardwareCodecPolicy: UInt32 = kAudioQueueHardwareCodecPolicy_Default
+    /// A compressed queue told to use hardware codecs only: there are none to use.
+    var needsMissingHardwareCodec: Bool { codec != nil && hardwareCodecPolicy == kAudioQueueHardwareCodecPolicy_UseHardwareOnly }
     var deviceName: String?
+    /// `kAudioQueueProperty_EnableTimePitch` and its parameters. Guarded by `lock`.
+    let timePitch: QueueTimePitch
     /// Queue sample time just after the last enqueued buffer (for "actual start time").
     private var scheduledEnd: Int64 = 0
     /// Host time of the last timing refresh of the stream.
@@ -103,6 +109,7 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         executor = CallbackExecutor(target: target, wakeup: engine.wakeup)
         pool = QueueBufferPool(pcm: pcm, codec: codec)
         lastMeters = Array(repeating: AudioQueueLevelMeterState(), count: pcm.channels)
+        timePitch = QueueTimePitch(sampleRate: pcm.sampleRate, channels: pcm.channels)
         // Weak: the executor's thread keeps its closure for its whole life, so a strong capture
         // would make a cycle (queue → executor → thread → closure → queue) that leaked every queue.
         executor.start(name: isOutput ? "AudioQueue output" : "AudioQueue input") { [weak self] in
@@ -278,6 +285,10 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
             } else {
                 pcm.decode(buffer.pointee.mAudioData + Int(options.trimStart) * pcm.bytesPerFrame, frames: item.frames, into: slot.staging, gain: gain)
             }
+            if timePitch.isActive {
+                item.frames = timePitch.process(&slot.staging, frames: item.frames, capacity: &slot.capacityFrames)
+                item.samples = slot.staging
+            }
             let earliest = max(scheduledEnd, currentSampleTime() ?? 0)
             var start = earliest
             if let requested = options.startTime, requested.mFlags.contains(.sampleTimeValid) {
@@ -354,6 +365,7 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
     func prime(frames: UInt32) -> Result<UInt32, StatusError> {
         lock.lock()
         defer { lock.unlock() }
+        if needsMissingHardwareCodec { return .failure(StatusError(kAudioQueueErr_InvalidCodecAccess)) }
         if !isOutput, case .to = transport.outcome(of: .prime) { return .failure(StatusError(kAudioQueueErr_InvalidQueueType)) }
         let (status, _) = perform(.prime)
         guard status == noErr else { return .failure(StatusError(status)) }
@@ -363,6 +375,10 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
 
     func start(at startTime: AudioTimeStamp?) -> OSStatus {
         lock.lock()
+        if needsMissingHardwareCodec {
+            lock.unlock()
+            return kAudioQueueErr_InvalidCodecAccess
+        }
         let (status, work) = perform(.start, startTime: startTime)
         let inline = offline != nil
         lock.unlock()
@@ -523,7 +539,10 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         }
         let taken = stream.map { s in s.withCallbacksBlocked { engine.reclaim(restartTimeline: restartTimeline, heard: heard) } }
             ?? engine.reclaim(restartTimeline: restartTimeline, heard: heard)
-        defer { codec?.reset() }
+        defer {
+            codec?.reset()
+            timePitch.reset()
+        }
         var work: [CallbackWork] = []
         while let done = engine.completed.pop() {
             guard let slot = pool.takeBack(token: done.token) else { continue }

@@ -82,6 +82,33 @@ public let kAudioQueueProperty_CurrentLevelMeter: AudioQueuePropertyID = fourCC(
 public let kAudioQueueProperty_CurrentLevelMeterDB: AudioQueuePropertyID = fourCC("aqmd")
 public let kAudioQueueProperty_DecodeBufferSizeFrames: AudioQueuePropertyID = fourCC("dcbf")
 public let kAudioQueueProperty_ConverterError: AudioQueuePropertyID = fourCC("qcve")
+/// Whether a compressed queue may or must use a hardware codec (UInt32, one of the
+/// `kAudioQueueHardwareCodecPolicy_…` values). Linux machines have no hardware audio codecs the
+/// queue could use: every policy but `UseHardwareOnly` decodes in software, and with
+/// `UseHardwareOnly` a compressed queue cannot start or prime (`kAudioQueueErr_InvalidCodecAccess`).
+public let kAudioQueueProperty_HardwareCodecPolicy: AudioQueuePropertyID = fourCC("aqcp")
+/// Playback through a time-pitch processor (UInt32, 0 or 1; output queues, set while stopped):
+/// `kAudioQueueParam_PlayRate` (0.5…2) and `kAudioQueueParam_Pitch` (−2400…2400 cents) then
+/// apply. The processing happens as buffers are enqueued (libsonic), so a change of rate or
+/// pitch is heard after the buffers already enqueued; what the processor still holds when the
+/// queue stops (a few ms) is not played.
+public let kAudioQueueProperty_EnableTimePitch: AudioQueuePropertyID = fourCC("q_tp")
+/// The time-pitch algorithm (UInt32): Spectral (the default, as on macOS) and TimeDomain keep the
+/// pitch when the rate changes (both are libsonic's overlap-add here; Apple's pitch parameter works
+/// with Spectral only), Varispeed changes pitch with rate as tape does.
+public let kAudioQueueProperty_TimePitchAlgorithm: AudioQueuePropertyID = fourCC("qtpa")
+/// Bypasses the time-pitch processor (UInt32, 0 or 1): audio plays at rate 1 and its own pitch.
+public let kAudioQueueProperty_TimePitchBypass: AudioQueuePropertyID = fourCC("qtpb")
+public let kAudioQueueTimePitchAlgorithm_Spectral: UInt32 = fourCC("spec")
+public let kAudioQueueTimePitchAlgorithm_TimeDomain: UInt32 = fourCC("tido")
+public let kAudioQueueTimePitchAlgorithm_Varispeed: UInt32 = fourCC("vspd")
+/// Deprecated by Apple (iOS 13); accepted, and run as TimeDomain.
+public let kAudioQueueTimePitchAlgorithm_LowQualityZeroLatency: UInt32 = fourCC("lqzl")
+public let kAudioQueueHardwareCodecPolicy_Default: UInt32 = 0
+public let kAudioQueueHardwareCodecPolicy_UseSoftwareOnly: UInt32 = 1
+public let kAudioQueueHardwareCodecPolicy_UseHardwareOnly: UInt32 = 2
+public let kAudioQueueHardwareCodecPolicy_PreferSoftware: UInt32 = 3
+public let kAudioQueueHardwareCodecPolicy_PreferHardware: UInt32 = 4
 
 // MARK: Parameters
 

@@ -8,6 +8,8 @@ let processInputMuted = Atomic<Bool>(false)
 
 /// Mutes or unmutes every recording queue of the process (they deliver silence while muted).
 package func AudioSessionSetInputMuted(_ muted: Bool) { processInputMuted.store(muted, ordering: .relaxed) }
+/// Sets the process's input mute and returns the state before.
+package func AudioSessionExchangeInputMuted(_ muted: Bool) -> Bool { processInputMuted.exchange(muted, ordering: .relaxed) }
 package func AudioSessionIsInputMuted() -> Bool { processInputMuted.load(ordering: .relaxed) }
 
 /// What a device is (speaker, headphones, HDMI…), in terms the audio session maps to Apple's port

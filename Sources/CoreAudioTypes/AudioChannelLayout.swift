@@ -34,6 +34,7 @@ public let kAudioChannelLabel_Mono: AudioChannelLabel = 42
 
 /// The number of channels a layout tag names (its low 16 bits), as Apple's inline function.
 @inlinable
+@discardableResult
 public func AudioChannelLayoutTag_GetNumberOfChannels(_ inLayoutTag: AudioChannelLayoutTag) -> UInt32 {
     inLayoutTag & 0x0000_FFFF
 }

@@ -160,7 +160,7 @@ enum LatencyBench {
             var waiting: Int32 = 0
             guard ioctl(inPipe.write, UInt(FIONREAD), &waiting) == 0 else { throw BenchError("FIONREAD on pacat's pipe failed") }
             if Int(waiting) > (buffers - 1) * chunkBytes {
-                usleep(200)
+                usleep(50)  // the anchor hands over up to this late: keep it well under the figures compared
                 continue
             }
             let now = AudioGetCurrentHostTime()

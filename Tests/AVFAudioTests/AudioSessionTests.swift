@@ -100,7 +100,12 @@ final class AudioSessionValueTests: XCTestCase {
 
     func testBadArguments() {
         let session = AVAudioSession.sharedInstance()
-        XCTAssertThrowsError(try session.setCategory(.record, options: .mixWithOthers)) { error in
+        // Recording that mixes with (or ducks) other apps' playback: iOS accepts both.
+        XCTAssertNoThrow(try session.setCategory(.record, options: .mixWithOthers))
+        XCTAssertNoThrow(try session.setCategory(.record, options: .duckOthers))
+        XCTAssertEqual(session.categoryOptions, .duckOthers)
+        try? session.setCategory(.soloAmbient)
+        XCTAssertThrowsError(try session.setCategory(.playback, options: .defaultToSpeaker)) { error in
             XCTAssertEqual((error as NSError).code, AVAudioSession.ErrorCode.badParam.rawValue)
         }
         XCTAssertThrowsError(try session.setCategory(AVAudioSession.Category(rawValue: "nonsense")))

@@ -114,6 +114,39 @@ final class ErrorCodeTests: XCTestCase {
         }
     }
 
+    /// No hardware codecs here: a compressed queue told to use nothing else cannot start or
+    /// prime; every other policy decodes in software; linear PCM needs no codec at all.
+    func testHardwareCodecPolicy() throws {
+        let aac = AudioStreamBasicDescription(
+            mSampleRate: 44100, mFormatID: kAudioFormatMPEG4AAC, mFormatFlags: 0, mBytesPerPacket: 0, mFramesPerPacket: 1024,
+            mBytesPerFrame: 0, mChannelsPerFrame: 2, mBitsPerChannel: 0, mReserved: 0)
+        let (status, q) = newOutput(aac)
+        XCTAssertEqual(status, noErr)
+        let queue = try XCTUnwrap(q)
+        defer { AudioQueueDispose(queue, true) }
+        var policy: UInt32 = 99
+        var size = UInt32(4)
+        XCTAssertEqual(AudioQueueGetProperty(queue, kAudioQueueProperty_HardwareCodecPolicy, &policy, &size), noErr)
+        XCTAssertEqual(policy, kAudioQueueHardwareCodecPolicy_Default)
+        var bad: UInt32 = 5
+        XCTAssertEqual(AudioQueueSetProperty(queue, kAudioQueueProperty_HardwareCodecPolicy, &bad, 4), kAudioQueueErr_InvalidPropertyValue)
+        var hardwareOnly = kAudioQueueHardwareCodecPolicy_UseHardwareOnly
+        XCTAssertEqual(AudioQueueSetProperty(queue, kAudioQueueProperty_HardwareCodecPolicy, &hardwareOnly, 4), noErr)
+        XCTAssertEqual(AudioQueueGetProperty(queue, kAudioQueueProperty_HardwareCodecPolicy, &policy, &size), noErr)
+        XCTAssertEqual(policy, kAudioQueueHardwareCodecPolicy_UseHardwareOnly)
+        XCTAssertEqual(AudioQueueStart(queue, nil), kAudioQueueErr_InvalidCodecAccess)
+        XCTAssertEqual(AudioQueuePrime(queue, 0, nil), kAudioQueueErr_InvalidCodecAccess)
+
+        let (pcmStatus, p) = newOutput(lpcm(rate: 48000, channels: 2))
+        XCTAssertEqual(pcmStatus, noErr)
+        let pcm = try XCTUnwrap(p)
+        defer { AudioQueueDispose(pcm, true) }
+        XCTAssertEqual(AudioQueueSetProperty(pcm, kAudioQueueProperty_HardwareCodecPolicy, &hardwareOnly, 4), noErr)
+        var running: UInt32 = 1
+        XCTAssertEqual(AudioQueueGetProperty(pcm, kAudioQueueProperty_IsRunning, &running, &size), noErr)
+        XCTAssertEqual(running, 0)
+    }
+
     func testEnqueueDuringReset() throws {
         final class Box: @unchecked Sendable { var statuses: [OSStatus] = [] }
         let box = Box()

@@ -35,6 +35,7 @@ private func propertyBytes(_ id: AudioConverterPropertyID, _ core: ConverterCore
     }
 }
 
+@discardableResult
 public func AudioConverterGetPropertyInfo(
     _ inAudioConverter: AudioConverterRef, _ inPropertyID: AudioConverterPropertyID, _ outSize: UnsafeMutablePointer<UInt32>?,
     _ outWritable: UnsafeMutablePointer<DarwinBoolean>?
@@ -48,6 +49,7 @@ public func AudioConverterGetPropertyInfo(
     return noErr
 }
 
+@discardableResult
 public func AudioConverterGetProperty(
     _ inAudioConverter: AudioConverterRef, _ inPropertyID: AudioConverterPropertyID, _ ioPropertyDataSize: UnsafeMutablePointer<UInt32>,
     _ outPropertyData: UnsafeMutableRawPointer
@@ -59,6 +61,7 @@ public func AudioConverterGetProperty(
 
 /// Sets the sample rate converter or codec quality, the encode bit rate (before the first
 /// conversion) or the decompression magic cookie.
+@discardableResult
 public func AudioConverterSetProperty(
     _ inAudioConverter: AudioConverterRef, _ inPropertyID: AudioConverterPropertyID, _ inPropertyDataSize: UInt32,
     _ inPropertyData: UnsafeRawPointer

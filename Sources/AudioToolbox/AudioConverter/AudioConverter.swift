@@ -143,6 +143,7 @@ final class AudioConverterObject: ReferencedObject, @unchecked Sendable {
 /// FLAC, IMA4, µ-law, A-law, MP3 decode, Opus…). Fields left 0 in the destination (rate,
 /// channels, packet shape) are filled in; read them back with
 /// `kAudioConverterCurrentOutputStreamDescription`.
+@discardableResult
 public func AudioConverterNew(
     _ inSourceFormat: UnsafePointer<AudioStreamBasicDescription>, _ inDestinationFormat: UnsafePointer<AudioStreamBasicDescription>,
     _ outAudioConverter: UnsafeMutablePointer<AudioConverterRef?>
@@ -174,6 +175,7 @@ public func AudioConverterReset(_ inAudioConverter: AudioConverterRef) -> OSStat
 /// Converts a buffer of linear PCM to linear PCM of the same sample rate in one call. Rate
 /// changes and compressed formats need ``AudioConverterFillComplexBuffer(_:_:_:_:_:_:)``
 /// (`kAudioConverterErr_OperationNotSupported` here, as on Apple's platforms).
+@discardableResult
 public func AudioConverterConvertBuffer(
     _ inAudioConverter: AudioConverterRef, _ inInputDataSize: UInt32, _ inInputData: UnsafeRawPointer,
     _ ioOutputDataSize: UnsafeMutablePointer<UInt32>, _ outOutputData: UnsafeMutableRawPointer
@@ -201,6 +203,7 @@ public func AudioConverterConvertBuffer(
 /// Produces up to `ioOutputDataPacketSize` packets (frames, for linear PCM) into `outOutputData`,
 /// pulling input through `inInputDataProc` as needed. Returns with fewer only at the end of the
 /// input (the callback gave 0 packets) or when the callback returned an error, which is returned.
+@discardableResult
 public func AudioConverterFillComplexBuffer(
     _ inAudioConverter: AudioConverterRef, _ inInputDataProc: AudioConverterComplexInputDataProc,
     _ inInputDataProcUserData: UnsafeMutableRawPointer?, _ ioOutputDataPacketSize: UnsafeMutablePointer<UInt32>,

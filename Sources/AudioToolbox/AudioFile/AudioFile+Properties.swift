@@ -79,6 +79,7 @@ private func value(_ id: AudioFilePropertyID, of c: any AudioFileContainer) thro
     }
 }
 
+@discardableResult
 public func AudioFileGetPropertyInfo(
     _ inAudioFile: AudioFileID, _ inPropertyID: AudioFilePropertyID, _ outDataSize: UnsafeMutablePointer<UInt32>?,
     _ isWritable: UnsafeMutablePointer<UInt32>?
@@ -98,6 +99,7 @@ public func AudioFileGetPropertyInfo(
 /// Copies the property's value. `ioDataSize` must be at least the value's size (see
 /// ``AudioFileGetPropertyInfo(_:_:_:_:)``) and comes back as the size written.
 /// `kAudioFilePropertyInfoDictionary` writes a retained `CFDictionary` (`NSDictionary`) reference.
+@discardableResult
 public func AudioFileGetProperty(
     _ inAudioFile: AudioFileID, _ inPropertyID: AudioFilePropertyID, _ ioDataSize: UnsafeMutablePointer<UInt32>,
     _ outPropertyData: UnsafeMutableRawPointer
@@ -121,6 +123,7 @@ public func AudioFileGetProperty(
 /// Sets DataFormat (before any audio is written), MagicCookieData, ChannelLayout, PacketTableInfo,
 /// InfoDictionary (a `CFDictionary` reference) or DeferSizeUpdates (accepted; sizes are kept
 /// current after every write regardless, so a crash never loses data).
+@discardableResult
 public func AudioFileSetProperty(
     _ inAudioFile: AudioFileID, _ inPropertyID: AudioFilePropertyID, _ inDataSize: UInt32, _ inPropertyData: UnsafeRawPointer
 ) -> OSStatus {
@@ -223,6 +226,7 @@ private func globalInfo(_ id: AudioFilePropertyID, _ specifierSize: UInt32, _ sp
     }
 }
 
+@discardableResult
 public func AudioFileGetGlobalInfoSize(
     _ inPropertyID: AudioFilePropertyID, _ inSpecifierSize: UInt32, _ inSpecifier: UnsafeMutableRawPointer?,
     _ outDataSize: UnsafeMutablePointer<UInt32>
@@ -235,6 +239,7 @@ public func AudioFileGetGlobalInfoSize(
     }
 }
 
+@discardableResult
 public func AudioFileGetGlobalInfo(
     _ inPropertyID: AudioFilePropertyID, _ inSpecifierSize: UInt32, _ inSpecifier: UnsafeMutableRawPointer?,
     _ ioDataSize: UnsafeMutablePointer<UInt32>, _ outPropertyData: UnsafeMutableRawPointer

@@ -35,6 +35,7 @@ private func withFile(_ id: AudioFileID, _ body: (any AudioFileContainer) throws
 /// Opens an existing audio file. The type is found from the file's contents; `inFileTypeHint`
 /// is only a hint, as on Apple's platforms. Types read through FFmpeg (M4A, MP3, FLAC, Ogg…)
 /// open for reading only: write access to them is `kAudioFileOperationNotSupportedError`.
+@discardableResult
 public func AudioFileOpenURL(
     _ inFileRef: CFURL, _ inPermissions: AudioFilePermissions, _ inFileTypeHint: AudioFileTypeID,
     _ outAudioFile: UnsafeMutablePointer<AudioFileID?>
@@ -54,6 +55,7 @@ public func AudioFileOpenURL(
 /// Creates a new audio file of `inFileType` holding `inFormat`. Without `.eraseFile` an existing
 /// file is not replaced (`kAudioFilePermissionsError`). A type that cannot hold the format is
 /// `kAudioFileUnsupportedDataFormatError`, and nothing is created.
+@discardableResult
 public func AudioFileCreateWithURL(
     _ inFileRef: CFURL, _ inFileType: AudioFileTypeID, _ inFormat: UnsafePointer<AudioStreamBasicDescription>,
     _ inFlags: AudioFileFlags, _ outAudioFile: UnsafeMutablePointer<AudioFileID?>
@@ -83,6 +85,7 @@ public func AudioFileClose(_ inAudioFile: AudioFileID) -> OSStatus {
 
 /// Reads whole packets starting at `inStartingPacket` into `outBuffer`, as many of
 /// `ioNumPackets` as fit in `ioNumBytes`. At the end of the file `ioNumPackets` comes back 0.
+@discardableResult
 public func AudioFileReadPacketData(
     _ inAudioFile: AudioFileID, _ inUseCache: Bool, _ ioNumBytes: UnsafeMutablePointer<UInt32>,
     _ outPacketDescriptions: UnsafeMutablePointer<AudioStreamPacketDescription>?, _ inStartingPacket: Int64,
@@ -93,6 +96,7 @@ public func AudioFileReadPacketData(
 
 /// Reads `ioNumPackets` packets; the buffer must hold them all (deprecated by Apple in favour of
 /// ``AudioFileReadPacketData(_:_:_:_:_:_:_:)``, kept for the code that still calls it).
+@discardableResult
 public func AudioFileReadPackets(
     _ inAudioFile: AudioFileID, _ inUseCache: Bool, _ outNumBytes: UnsafeMutablePointer<UInt32>,
     _ outPacketDescriptions: UnsafeMutablePointer<AudioStreamPacketDescription>?, _ inStartingPacket: Int64,
@@ -132,6 +136,7 @@ private func readPackets(
 
 /// Writes `ioNumPackets` packets at `inStartingPacket` (the packet count, to append). Packets of
 /// variable size need `inPacketDescriptions`.
+@discardableResult
 public func AudioFileWritePackets(
     _ inAudioFile: AudioFileID, _ inUseCache: Bool, _ inNumBytes: UInt32,
     _ inPacketDescriptions: UnsafePointer<AudioStreamPacketDescription>?, _ inStartingPacket: Int64,
@@ -146,6 +151,7 @@ public func AudioFileWritePackets(
 }
 
 /// Reads audio data bytes from `inStartingByte` (counted from the start of the audio data).
+@discardableResult
 public func AudioFileReadBytes(
     _ inAudioFile: AudioFileID, _ inUseCache: Bool, _ inStartingByte: Int64, _ ioNumBytes: UnsafeMutablePointer<UInt32>,
     _ outBuffer: UnsafeMutableRawPointer
@@ -160,6 +166,7 @@ public func AudioFileReadBytes(
 }
 
 /// Writes audio data bytes at `inStartingByte` (CAF, WAVE, AIFF of constant-size packets).
+@discardableResult
 public func AudioFileWriteBytes(
     _ inAudioFile: AudioFileID, _ inUseCache: Bool, _ inStartingByte: Int64, _ ioNumBytes: UnsafeMutablePointer<UInt32>,
     _ inBuffer: UnsafeRawPointer

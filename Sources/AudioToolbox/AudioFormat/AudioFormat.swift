@@ -99,6 +99,7 @@ struct AudioFormatFailure: Error {
     init(_ status: OSStatus) { self.status = status }
 }
 
+@discardableResult
 public func AudioFormatGetPropertyInfo(
     _ inPropertyID: AudioFormatPropertyID, _ inSpecifierSize: UInt32, _ inSpecifier: UnsafeRawPointer?,
     _ outPropertyDataSize: UnsafeMutablePointer<UInt32>
@@ -121,6 +122,7 @@ public func AudioFormatGetPropertyInfo(
 /// Apple's format queries. FormatName writes a retained `NSString` reference (Apple's is a
 /// `CFString`, which Linux has no class for): read it as `Unmanaged<NSString>?` and take the
 /// retained value, Apple's idiom with `Unmanaged<CFString>?`.
+@discardableResult
 public func AudioFormatGetProperty(
     _ inPropertyID: AudioFormatPropertyID, _ inSpecifierSize: UInt32, _ inSpecifier: UnsafeRawPointer?,
     _ ioPropertyDataSize: UnsafeMutablePointer<UInt32>?, _ outPropertyData: UnsafeMutableRawPointer?

@@ -58,6 +58,7 @@ private func with(_ ref: ExtAudioFileRef, _ body: (ExtAudioFileObject) throws(Au
 
 /// Opens a file for reading. Set `kExtAudioFileProperty_ClientDataFormat` to read in another
 /// linear PCM format (the file's own, when it is linear PCM, is the default).
+@discardableResult
 public func ExtAudioFileOpenURL(_ inURL: CFURL, _ outExtAudioFile: UnsafeMutablePointer<ExtAudioFileRef?>) -> OSStatus {
     outExtAudioFile.pointee = nil
     var id: AudioFileID?
@@ -79,6 +80,7 @@ public func ExtAudioFileOpenURL(_ inURL: CFURL, _ outExtAudioFile: UnsafeMutable
 }
 
 /// Wraps an open AudioFile; disposing the ExtAudioFile leaves it open.
+@discardableResult
 public func ExtAudioFileWrapAudioFileID(_ inFileID: AudioFileID, _ inForWriting: Bool, _ outExtAudioFile: UnsafeMutablePointer<ExtAudioFileRef?>) -> OSStatus {
     outExtAudioFile.pointee = nil
     guard let file = liveAudioFiles.lookup(inFileID) else { return kAudioFileNotOpenError }
@@ -91,6 +93,7 @@ public func ExtAudioFileWrapAudioFileID(_ inFileID: AudioFileID, _ inForWriting:
 
 /// Creates a file of `inFileType` holding `inStreamDesc`. For a compressed file format, set a
 /// linear PCM client format before writing; encoding happens inside.
+@discardableResult
 public func ExtAudioFileCreateWithURL(
     _ inURL: CFURL, _ inFileType: AudioFileTypeID, _ inStreamDesc: UnsafePointer<AudioStreamBasicDescription>,
     _ inChannelLayout: UnsafePointer<AudioChannelLayout>?, _ inFlags: UInt32, _ outExtAudioFile: UnsafeMutablePointer<ExtAudioFileRef?>
@@ -132,6 +135,7 @@ public func ExtAudioFileDispose(_ inExtAudioFile: ExtAudioFileRef) -> OSStatus {
 }
 
 /// Reads up to `ioNumberFrames` frames in the client format; 0 frames back means the end.
+@discardableResult
 public func ExtAudioFileRead(
     _ inExtAudioFile: ExtAudioFileRef, _ ioNumberFrames: UnsafeMutablePointer<UInt32>, _ ioData: UnsafeMutablePointer<AudioBufferList>
 ) -> OSStatus {
@@ -143,6 +147,7 @@ public func ExtAudioFileRead(
 }
 
 /// Writes `inNumberFrames` frames in the client format.
+@discardableResult
 public func ExtAudioFileWrite(
     _ inExtAudioFile: ExtAudioFileRef, _ inNumberFrames: UInt32, _ ioData: UnsafePointer<AudioBufferList>
 ) -> OSStatus {
@@ -154,6 +159,7 @@ public func ExtAudioFileWrite(
 /// Apple's asynchronous write. Here the write is synchronous: it returns once the data is in the
 /// file, so nothing is lost, but it blocks and allocates — never call it on a real-time thread.
 /// A call with 0 frames and a nil list (Apple's priming idiom) does nothing.
+@discardableResult
 public func ExtAudioFileWriteAsync(
     _ inExtAudioFile: ExtAudioFileRef, _ inNumberFrames: UInt32, _ ioData: UnsafePointer<AudioBufferList>?
 ) -> OSStatus {
@@ -162,11 +168,13 @@ public func ExtAudioFileWriteAsync(
 }
 
 /// Moves the read position to `inFrameOffset`, in the file's sample frames (Apple's QA1609).
+@discardableResult
 public func ExtAudioFileSeek(_ inExtAudioFile: ExtAudioFileRef, _ inFrameOffset: Int64) -> OSStatus {
     with(inExtAudioFile) { f throws(AudioFailure) in try f.seek(to: inFrameOffset) }
 }
 
 /// The read/write position in the file's sample frames.
+@discardableResult
 public func ExtAudioFileTell(_ inExtAudioFile: ExtAudioFileRef, _ outFrameOffset: UnsafeMutablePointer<Int64>) -> OSStatus {
     with(inExtAudioFile) { f throws(AudioFailure) in outFrameOffset.pointee = f.currentFrame }
 }
@@ -206,6 +214,7 @@ private func propertyBytes(_ id: ExtAudioFilePropertyID, _ f: ExtAudioFileObject
     }
 }
 
+@discardableResult
 public func ExtAudioFileGetPropertyInfo(
     _ inExtAudioFile: ExtAudioFileRef, _ inPropertyID: ExtAudioFilePropertyID, _ outSize: UnsafeMutablePointer<UInt32>?,
     _ outWritable: UnsafeMutablePointer<DarwinBoolean>?
@@ -217,6 +226,7 @@ public func ExtAudioFileGetPropertyInfo(
     }
 }
 
+@discardableResult
 public func ExtAudioFileGetProperty(
     _ inExtAudioFile: ExtAudioFileRef, _ inPropertyID: ExtAudioFilePropertyID, _ ioPropertyDataSize: UnsafeMutablePointer<UInt32>,
     _ outPropertyData: UnsafeMutableRawPointer
@@ -232,6 +242,7 @@ public func ExtAudioFileGetProperty(
 /// Sets the client data format (and with it the converter), the client channel layout
 /// (accepted when its channel count matches), or `ConverterConfig` (after changing the
 /// converter's properties; nothing else to do here, so it is accepted).
+@discardableResult
 public func ExtAudioFileSetProperty(
     _ inExtAudioFile: ExtAudioFileRef, _ inPropertyID: ExtAudioFilePropertyID, _ inPropertyDataSize: UInt32,
     _ inPropertyData: UnsafeRawPointer?

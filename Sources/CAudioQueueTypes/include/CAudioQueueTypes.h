@@ -5,13 +5,15 @@
 #include <stdint.h>
 #include "CCoreAudioTypes.h"
 
+// Nullability as Apple's header gives it: the audio data is always there, user data and packet
+// descriptions may be absent.
 typedef struct AudioQueueBuffer {
     const uint32_t mAudioDataBytesCapacity;
-    void *const mAudioData;
+    void *const _Nonnull mAudioData;
     uint32_t mAudioDataByteSize;
-    void *mUserData;
+    void *_Nullable mUserData;
     const uint32_t mPacketDescriptionCapacity;
-    AudioStreamPacketDescription *const mPacketDescriptions;
+    AudioStreamPacketDescription *const _Nullable mPacketDescriptions;
     uint32_t mPacketDescriptionCount;
 } AudioQueueBuffer;
 
