@@ -104,6 +104,15 @@ final class AppleIdiomTests: XCTestCase {
         _ = try TestSound.server()
     }
 
+    /// The session is the process's: leave it as the other suites expect it (all suites run in one
+    /// process), inactive, solo ambient, no preferred buffer.
+    override func tearDown() {
+        let session = AVAudioSession.sharedInstance()
+        try? session.setActive(false)
+        try? session.setCategory(.soloAmbient, mode: .default, options: [])
+        try? session.setPreferredIOBufferDuration(0)
+    }
+
     func testSessionSetUpWithEveryOptionSpelling() throws {
         let session = AVAudioSession.sharedInstance()
         try session.setCategory(.playAndRecord, mode: .voiceChat, options: [.allowBluetooth, .allowBluetoothA2DP, .defaultToSpeaker])
