@@ -28,8 +28,8 @@ public final class AVAudioApplication: NSObject, @unchecked Sendable {
     public static func requestRecordPermission(completionHandler response: @escaping (Bool) -> Void) {
         // The handler is not required to be Sendable (Apple's is not); it is called once, on
         // one background queue, and nothing else touches it.
-        let handler = OnceHandler(response)
-        DispatchQueue.global().async { handler.call(shared.check() == .granted) }
+        let handler = CompletionHandler(response)
+        DispatchQueue.global().async { handler.body(shared.check() == .granted) }
     }
 
     /// Checks with the server, off the caller's task; `true` when this process may record.
@@ -65,12 +65,11 @@ public final class AVAudioApplication: NSObject, @unchecked Sendable {
     }
 }
 
-/// A completion handler Apple's API does not require to be Sendable, called once from a
-/// background queue.
-private final class OnceHandler: @unchecked Sendable {
-    private let body: (Bool) -> Void
-    init(_ body: @escaping (Bool) -> Void) { self.body = body }
-    func call(_ value: Bool) { body(value) }
+/// A completion handler Apple's API does not require to be Sendable, carried to the one
+/// background queue that calls it, once; nothing else touches it.
+final class CompletionHandler<Body>: @unchecked Sendable {
+    let body: Body
+    init(_ body: Body) { self.body = body }
 }
 
 extension AVAudioSession {

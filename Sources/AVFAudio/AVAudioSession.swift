@@ -305,13 +305,13 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     /// Activates the session off the caller's thread and tells `handler` whether it did (Apple's
     /// watchOS call): `(true, nil)`, or `(false, error)` with ``setActive(_:options:)``'s error.
     public func activate(options: AVAudioSessionActivationOptions = [], completionHandler handler: @escaping (Bool, (any Error)?) -> Void) {
-        let handler = ActivationHandler(handler)
+        let handler = CompletionHandler(handler)
         DispatchQueue.global().async { [self] in
             do {
                 try setActive(true)
-                handler.call(true, nil)
+                handler.body(true, nil)
             } catch {
-                handler.call(false, error)
+                handler.body(false, error)
             }
         }
     }
@@ -571,12 +571,4 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
 public struct AVAudioSessionActivationOptions: OptionSet, Sendable {
     public let rawValue: UInt
     public init(rawValue: UInt) { self.rawValue = rawValue }
-}
-
-/// An activation completion handler, which Apple does not require to be Sendable, called once
-/// from a background queue.
-private final class ActivationHandler: @unchecked Sendable {
-    private let body: (Bool, (any Error)?) -> Void
-    init(_ body: @escaping (Bool, (any Error)?) -> Void) { self.body = body }
-    func call(_ done: Bool, _ error: (any Error)?) { body(done, error) }
 }

@@ -134,7 +134,12 @@ public func AudioQueueGetProperty(
     case kAudioQueueProperty_EnableTimePitch, kAudioQueueProperty_TimePitchAlgorithm, kAudioQueueProperty_TimePitchBypass:
         queue.lock.lock()
         let t = queue.timePitch
-        let value: UInt32 = inID == kAudioQueueProperty_EnableTimePitch ? (t.enabled ? 1 : 0) : inID == kAudioQueueProperty_TimePitchBypass ? (t.bypass ? 1 : 0) : t.algorithm
+        let value: UInt32
+        switch inID {
+        case kAudioQueueProperty_EnableTimePitch: value = t.enabled ? 1 : 0
+        case kAudioQueueProperty_TimePitchBypass: value = t.bypass ? 1 : 0
+        default: value = t.algorithm
+        }
         queue.lock.unlock()
         outData.storeBytes(of: value, as: UInt32.self)
     case kAudioQueueProperty_MagicCookie:

@@ -288,6 +288,9 @@ extension AudioSessionHost {
                 backoff = 0.05
             }
             guard let backend = try? system.backend() else {
+                // No server: nothing exists to wait on (a server that starts announces itself to
+                // no one), so this retries, 50 ms doubling to 1 s. The only time the thread wakes
+                // on a timer, and only until a server answers.
                 Thread.sleep(forTimeInterval: backoff)
                 backoff = min(backoff * 2, 1)
                 continue

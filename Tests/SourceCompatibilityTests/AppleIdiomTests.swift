@@ -99,6 +99,13 @@ final class ToneSource {
     }
 }
 
+/// A new directory for one test's files (the caller removes it).
+func scratchDirectory(_ name: String) throws -> URL {
+    let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("\(name)-\(getpid())")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    return dir
+}
+
 final class AppleIdiomTests: XCTestCase {
     override func setUpWithError() throws {
         _ = try TestSound.server()
@@ -153,8 +160,7 @@ final class AppleIdiomTests: XCTestCase {
     }
 
     func testRecorderSettingsReadBackAsNumbers() throws {
-        let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("idioms-\(getpid())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("idioms")
         defer { try? FileManager.default.removeItem(at: dir) }
         let recorder = try makeRecorder(at: dir.appendingPathComponent("memo.m4a"))
         XCTAssertEqual(recorder.settings[AVFormatIDKey] as? Int, Int(kAudioFormatMPEG4AAC))
@@ -168,8 +174,7 @@ final class AppleIdiomTests: XCTestCase {
     }
 
     func testFileCallsWithDiscardedResults() throws {
-        let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("idioms-files-\(getpid())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("idioms-files")
         defer { try? FileManager.default.removeItem(at: dir) }
         let url = dir.appendingPathComponent("tone.wav")
         let format = AVAudioFormat(commonFormat: .pcmFormatFloat32, sampleRate: 22050, channels: 1, interleaved: false)!
@@ -215,8 +220,7 @@ final class AppleIdiomTests: XCTestCase {
     }
 
     func testFileTypeHintsAndNewNames() throws {
-        let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("idioms-hint-\(getpid())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("idioms-hint")
         defer { try? FileManager.default.removeItem(at: dir) }
         let url = dir.appendingPathComponent("tone.wav")
         let format = AVAudioFormat(commonFormat: .pcmFormatInt16, sampleRate: 22050, channels: 1, interleaved: true)!
