@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-/// Layers, bottom to top (see DESIGN.md): C bridges → CoreAudioTypes → AudioHAL → AudioToolbox → AVFAudio → AVFoundation.
+/// Layers, bottom to top (see DESIGN.md): C bridges → CoreAudioTypes → AudioHAL → CoreAudio → AudioToolbox → AVFAudio → AVFoundation.
 /// An arrow only points down; C types never leave the bridge and the one internal module that wraps it.
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
@@ -12,6 +12,7 @@ let package = Package(
     name: "OpenAVFAudio",
     products: [
         .library(name: "CoreAudioTypes", targets: ["CoreAudioTypes"]),
+        .library(name: "CoreAudio", targets: ["CoreAudio"]),
         .library(name: "AudioToolbox", targets: ["AudioToolbox"]),
         .library(name: "AVFAudio", targets: ["AVFAudio"]),
         .library(name: "AVFoundation", targets: ["AVFoundation"]),
@@ -39,6 +40,7 @@ let package = Package(
         // Apple's C structs (the queue callbacks are @convention(c) and point to them).
         .target(name: "CCoreAudioTypes"),
         .target(name: "CAudioQueueTypes", dependencies: ["CCoreAudioTypes"]),
+        .target(name: "CCoreAudio", dependencies: ["CCoreAudioTypes"]),
 
         // Plain values, no dependencies.
         .target(name: "CoreAudioTypes", dependencies: ["CCoreAudioTypes"], swiftSettings: strict),
@@ -46,9 +48,11 @@ let package = Package(
         .target(name: "AudioHAL", dependencies: ["CoreAudioTypes", "CPulseAudio"], swiftSettings: strict),
         // FFmpeg: demux/decode, encode/mux, resample.
         .target(name: "AudioCodecs", dependencies: ["CoreAudioTypes", "CFFmpeg", "CSonic"], swiftSettings: strict),
-        // Apple's C-style API with Swift signatures.
+        // The device API: AudioObject properties and listeners, IOProcs (re-exports CoreAudioTypes).
+        .target(name: "CoreAudio", dependencies: ["CoreAudioTypes", "CCoreAudio", "AudioHAL"], swiftSettings: strict),
+        // Apple's C-style API with Swift signatures (re-exports CoreAudio).
         .target(
-            name: "AudioToolbox", dependencies: ["CoreAudioTypes", "CAudioQueueTypes", "AudioHAL", "AudioCodecs"],
+            name: "AudioToolbox", dependencies: ["CoreAudioTypes", "CoreAudio", "CAudioQueueTypes", "AudioHAL", "AudioCodecs"],
             swiftSettings: strict),
         .target(name: "AVFAudio", dependencies: ["AudioToolbox", "AudioCodecs"], swiftSettings: strict),
         .target(name: "AVFoundation", dependencies: ["AVFAudio"], swiftSettings: strict),

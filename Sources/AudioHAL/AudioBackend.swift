@@ -1,3 +1,5 @@
+import Foundation
+
 /// The sample layout every HAL stream carries: interleaved native-endian 32-bit float.
 ///
 /// The server (or the virtual backend's mixer) converts and resamples to the device's own format,
@@ -55,6 +57,10 @@ package struct HALStreamRequest: Sendable {
     package var carriesSound = true
     /// The device's server name, or `nil` for the default device.
     package var device: String?
+    /// Run the stream's callbacks on a real-time thread of its own rather than the process's
+    /// shared server thread, so that a callback that runs late delays no one else's stream: for
+    /// streams whose client calls the user's code on that thread (a device's IOProcs).
+    package var ownThread = false
     /// Properties in the server's own words, for a backend's private streams (the PulseAudio
     /// backend's ducking trigger); they win over what ``purpose`` maps to.
     var serverProperties: [String: String] = [:]
@@ -141,6 +147,20 @@ package enum HALDeviceKind: Sendable, Equatable, CaseIterable {
     case car
 }
 
+/// A jack or connector of a device, one of which is active (a sink's or source's port).
+package struct HALDevicePort: Sendable, Equatable {
+    /// The server's name for it (`analog-output-headphones`).
+    package var name: String
+    package var description: String
+    /// Whether something is plugged in: `nil` where the device cannot tell.
+    package var connected: Bool?
+    package init(name: String, description: String, connected: Bool? = nil) {
+        self.name = name
+        self.description = description
+        self.connected = connected
+    }
+}
+
 /// A device as the layers above see it.
 package struct HALDeviceInfo: Sendable, Equatable {
     /// The server's name for it (`speaker`, `alsa_output.pci-…`).
@@ -152,6 +172,28 @@ package struct HALDeviceInfo: Sendable, Equatable {
     package var kind: HALDeviceKind
     /// The active port's name, when the device has ports.
     package var portName: String?
+    /// The server's number for it, unique among outputs (or inputs) while it exists.
+    package var index: UInt32 = 0
+    /// For an input that records what an output plays (a PulseAudio monitor source): that
+    /// output's name.
+    package var monitorOf: String?
+    /// Who made it and what it is, where the device says (USB and PCI devices do).
+    package var vendor: String?
+    package var product: String?
+    /// The bus it hangs on (`pci`, `usb`, `bluetooth`…), where known.
+    package var bus: String?
+    /// No hardware behind it: a null sink, a monitor, a network or filter device.
+    package var isVirtual = false
+    /// The volume of each channel on the server's scale (1 = 100 %, unchanged; see ``HALVolume``).
+    package var volumes: [Double] = []
+    package var muted = false
+    /// What the device itself adds between the server and the listener (output) or the
+    /// microphone and the server (input), in seconds, as the server reports it now.
+    package var latency: Double = 0
+    /// Its jacks or connectors; empty for a device without any (a null sink).
+    package var ports: [HALDevicePort] = []
+    /// Some stream of some client is playing or recording on it now.
+    package var isRunning = false
     package init(
         name: String, description: String, sampleRate: Double, channels: Int, kind: HALDeviceKind = .builtIn, portName: String? = nil
     ) {
@@ -238,6 +280,30 @@ package protocol HALStream: AnyObject, Sendable {
     func close()
 }
 
+/// Every device the server has, and which are the defaults.
+package struct HALDeviceList: Sendable, Equatable {
+    package var outputs: [HALDeviceInfo]
+    /// Inputs, monitors of outputs included (``HALDeviceInfo/monitorOf``).
+    package var inputs: [HALDeviceInfo]
+    package var defaultOutput: String?
+    package var defaultInput: String?
+    package init(outputs: [HALDeviceInfo], inputs: [HALDeviceInfo], defaultOutput: String?, defaultInput: String?) {
+        self.outputs = outputs
+        self.inputs = inputs
+        self.defaultOutput = defaultOutput
+        self.defaultInput = defaultInput
+    }
+}
+
+/// The volume scale every backend speaks: PulseAudio's, where 1 is 100 % (unchanged) and the
+/// level in decibels is the cube of the value (60·log₁₀ v), so that equal steps sound equal.
+package enum HALVolume {
+    /// Decibels of a volume; −∞ for 0.
+    package static func decibels(_ volume: Double) -> Double { volume <= 0 ? -.infinity : 60 * log10(volume) }
+    /// The volume of a level in decibels.
+    package static func volume(decibels: Double) -> Double { decibels == -.infinity ? 0 : pow(10, decibels / 60) }
+}
+
 /// A sound server or stand-in that opens streams: the operations table of the device layer.
 package protocol AudioBackend: AnyObject, Sendable {
     /// A short name: `pulse`, `virtual`.
@@ -262,4 +328,27 @@ package protocol AudioBackend: AnyObject, Sendable {
     /// however the process ends; `device` is where this process plays (`nil`: the default). This
     /// process's own streams are not ducked.
     func setDuckingOthers(_ on: Bool, device: String?) throws(HALError)
+
+    // Devices as the user's sound settings change them (the device API of `import CoreAudio`).
+
+    /// Every output and input (monitors included) with their state, and the defaults.
+    func deviceList() -> HALDeviceList
+    /// Makes the device named `name` the server's default output (or input).
+    func setDefaultDevice(_ name: String, output: Bool) throws(HALError)
+    /// Sets the volume of each channel of a device (the server's scale, ``HALVolume``).
+    func setVolumes(_ volumes: [Double], device: String, output: Bool) throws(HALError)
+    func setMuted(_ muted: Bool, device: String, output: Bool) throws(HALError)
+    /// Makes the port named `port` the device's active one.
+    func setActivePort(_ port: String, device: String, output: Bool) throws(HALError)
+
+    // The server's sample cache (system sounds).
+
+    /// Stores a sound under `name` (replacing one of that name) for ``playSample(_:device:completion:)``.
+    func uploadSample(_ name: String, format: HALStreamFormat, samples: [Float]) throws(HALError)
+    /// Starts the stored sound `name` on `device` (`nil`: the default output) for `purpose`
+    /// (`.announcement`: an event sound, under the desktop's alert volume), without opening a
+    /// stream, and returns at once; `completion` runs once, on a thread of the backend's, when it
+    /// has played out (`true`) or could not play (`false`).
+    func playSample(_ name: String, device: String?, purpose: HALStreamPurpose?, completion: @escaping @Sendable (Bool) -> Void)
+    func removeSample(_ name: String)
 }

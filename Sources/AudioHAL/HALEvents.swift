@@ -1,7 +1,9 @@
 import Synchronization
 
-/// Server happenings the audio session follows, raised on the server thread without allocating
-/// (an atomic OR and a semaphore post) and taken by the session's monitor thread.
+/// Server happenings, raised on the server thread without allocating (atomic ORs and semaphore
+/// posts) and taken by whoever follows them: the audio session's monitor thread (``take()`` and
+/// ``wakeup``) and up to ``maximumSubscriptions`` more (``subscribe()``: the device API's
+/// notification thread), each with pending kinds and a wakeup of its own.
 package final class HALEvents: @unchecked Sendable {
     package struct Kind: OptionSet, Sendable {
         package let rawValue: UInt32
@@ -21,17 +23,52 @@ package final class HALEvents: @unchecked Sendable {
         package static let retired = Kind(rawValue: 32)
     }
 
-    package let wakeup = Wakeup()
-    private let pending = Atomic<UInt32>(0)
-
-    package init() {}
-
-    /// Server thread: records `kind` and wakes the monitor. Real-time safe.
-    package func raise(_ kind: Kind) {
-        pending.bitwiseOr(kind.rawValue, ordering: .releasing)
-        wakeup.signal()
+    /// One follower's view: what was raised since it last took, and its wakeup.
+    package final class Subscription: @unchecked Sendable {
+        package let wakeup = Wakeup()
+        fileprivate let pending = Atomic<UInt32>(0)
+        fileprivate let inUse = Atomic<Bool>(false)
+        fileprivate init() {}
+        /// What was raised since the last call.
+        package func take() -> Kind { Kind(rawValue: pending.exchange(0, ordering: .acquiring)) }
+        fileprivate func raise(_ kind: Kind) {
+            guard inUse.load(ordering: .relaxed) else { return }
+            pending.bitwiseOr(kind.rawValue, ordering: .releasing)
+            wakeup.signal()
+        }
     }
 
-    /// What was raised since the last call.
-    package func take() -> Kind { Kind(rawValue: pending.exchange(0, ordering: .acquiring)) }
+    /// Followers besides the session's, made up front so that ``raise(_:)`` allocates nothing.
+    package static let maximumSubscriptions = 4
+    private let main = Subscription()
+    private let extra: [Subscription]
+
+    package init() {
+        main.inUse.store(true, ordering: .relaxed)
+        extra = (0..<Self.maximumSubscriptions).map { _ in Subscription() }
+    }
+
+    /// The audio session monitor's wakeup.
+    package var wakeup: Wakeup { main.wakeup }
+
+    /// Server thread: records `kind` for every follower and wakes each. Real-time safe.
+    package func raise(_ kind: Kind) {
+        main.raise(kind)
+        for s in extra { s.raise(kind) }
+    }
+
+    /// What was raised since the session's monitor last took.
+    package func take() -> Kind { main.take() }
+
+    /// A follower of its own, `nil` when ``maximumSubscriptions`` are taken. It sees what is
+    /// raised from now on, until ``unsubscribe(_:)``.
+    package func subscribe() -> Subscription? {
+        for s in extra where s.inUse.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
+            _ = s.take()
+            return s
+        }
+        return nil
+    }
+
+    package func unsubscribe(_ subscription: Subscription) { subscription.inUse.store(false, ordering: .releasing) }
 }

@@ -36,32 +36,3 @@ extension PulseBackend {
         }
     }
 }
-
-extension PulseBackend {
-    /// Every sink (`output`) or every source that is not a monitor, as the server lists them.
-    package func devices(output: Bool) -> [HALDeviceInfo] {
-        typealias Query = PulseQuery<[HALDeviceInfo], Void>
-        if output {
-            return control.query([]) { ud in
-                pa_context_get_sink_info_list(context, { _, info, eol, ud in
-                    let box = Query.from(ud)
-                    if eol == 0, let i = info?.pointee {
-                        box.value.append(PulseBackend.deviceInfo(
-                            i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) }))
-                    }
-                    if eol != 0 { box.finish() }
-                }, ud)
-            }
-        }
-        return control.query([]) { ud in
-            pa_context_get_source_info_list(context, { _, info, eol, ud in
-                let box = Query.from(ud)
-                if eol == 0, let i = info?.pointee, i.monitor_of_sink == UInt32.max {
-                    box.value.append(PulseBackend.deviceInfo(
-                        i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) }))
-                }
-                if eol != 0 { box.finish() }
-            }, ud)
-        }
-    }
-}

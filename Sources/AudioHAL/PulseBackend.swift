@@ -30,21 +30,36 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
     var context: OpaquePointer { control.context }
     /// The stream that makes the server duck others while it lives (``setDuckingOthers(_:device:)``).
     let duckTrigger = Mutex<(any HALStream)?>(nil)
+    /// What to call when a sample playing from the cache ends, by its stream's index
+    /// (``playSample(_:device:completion:)``).
+    let samplesPlaying = Mutex<[UInt32: @Sendable (Bool) -> Void]>([:])
+    /// The name the process's connections give the server, for connections of a stream's own
+    /// (``HALStreamRequest/ownThread``).
+    let applicationName: String
+    let server: String?
 
     /// Connects to the server at `server` (a libpulse server string), or the default one.
     package init(server: String? = nil, applicationName: String = ProcessInfo.processInfo.processName) throws(HALError) {
         let events = HALEvents()
         self.events = events
+        self.applicationName = applicationName
+        self.server = server
         audio = try PulseConnection(server: server, applicationName: applicationName, purpose: "audio", events: events)
         control = try PulseConnection(server: server, applicationName: applicationName, purpose: "control", events: events)
         // Device and default changes, for the audio session's routes; playback streams coming and
         // going, for its view of other sessions. Replies run on the control connection's thread.
+        // Sample playbacks end when their stream goes.
         control.locked {
-            pa_context_set_subscribe_callback(context, { _, type, _, userData in
-                let events = Unmanaged<HALEvents>.fromOpaque(userData!).takeUnretainedValue()
+            pa_context_set_subscribe_callback(context, { _, type, index, userData in
+                let backend = Unmanaged<PulseBackend>.fromOpaque(userData!).takeUnretainedValue()
                 let facility = type.rawValue & PA_SUBSCRIPTION_EVENT_FACILITY_MASK.rawValue
-                events.raise(facility == PA_SUBSCRIPTION_EVENT_SINK_INPUT.rawValue ? .streams : .devices)
-            }, Unmanaged.passUnretained(events).toOpaque())
+                backend.events.raise(facility == PA_SUBSCRIPTION_EVENT_SINK_INPUT.rawValue ? .streams : .devices)
+                if facility == PA_SUBSCRIPTION_EVENT_SINK_INPUT.rawValue
+                    && type.rawValue & PA_SUBSCRIPTION_EVENT_TYPE_MASK.rawValue == PA_SUBSCRIPTION_EVENT_REMOVE.rawValue
+                {
+                    backend.samplePlayback(ended: index)
+                }
+            }, Unmanaged.passUnretained(self).toOpaque())
             let mask =
                 PA_SUBSCRIPTION_MASK_SINK.rawValue | PA_SUBSCRIPTION_MASK_SOURCE.rawValue | PA_SUBSCRIPTION_MASK_SERVER.rawValue
                 | PA_SUBSCRIPTION_MASK_SINK_INPUT.rawValue
@@ -53,11 +68,14 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
         // Real-time scheduling of the server thread (SCHED_FIFO), as PulseAudio's own clients get
         // through rtkit, so that a busy machine does not starve it. Where the system refuses (an
         // unprivileged process without an RLIMIT_RTPRIO allowance), it keeps normal scheduling.
-        audio.onLoopThread {
-            var param = sched_param()
-            param.sched_priority = 10
-            _ = pthread_setschedparam(pthread_self(), Int32(SCHED_FIFO), &param)
-        }
+        audio.onLoopThread(Self.makeRealTime)
+    }
+
+    /// Gives the calling thread real-time scheduling (SCHED_FIFO), where the system allows it.
+    @Sendable static func makeRealTime() {
+        var param = sched_param()
+        param.sched_priority = 10
+        _ = pthread_setschedparam(pthread_self(), Int32(SCHED_FIFO), &param)
     }
 
     deinit {
@@ -79,39 +97,13 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
 
     // MARK: Devices
 
-    /// A sink's or source's description as the layers above see it.
-    static func deviceInfo(
-        _ name: UnsafePointer<CChar>, _ description: UnsafePointer<CChar>?, _ spec: pa_sample_spec, _ proplist: OpaquePointer?,
-        port: (name: UnsafePointer<CChar>?, type: UInt32)?
-    ) -> HALDeviceInfo {
-        HALDeviceInfo(
-            name: String(cString: name), description: description.map { String(cString: $0) } ?? "",
-            sampleRate: Double(spec.rate), channels: Int(spec.channels),
-            kind: deviceKind(portType: port.flatMap { PulsePortType(rawValue: Int($0.type)) }, properties: properties(proplist)),
-            portName: port?.name.map { String(cString: $0) })
-    }
-
-    /// A property list as a dictionary. The control connection's thread, or with its lock held.
-    static func properties(_ list: OpaquePointer?) -> [String: String] {
-        guard let list else { return [:] }
-        var result: [String: String] = [:]
-        var state: UnsafeMutableRawPointer?
-        while let key = pa_proplist_iterate(list, &state) {
-            if let value = pa_proplist_gets(list, key) { result[String(cString: key)] = String(cString: value) }
-        }
-        return result
-    }
-
     /// The sink named `name` (`@DEFAULT_SINK@` for the default). The corresponding PulseAudio call
     /// is `pa_context_get_sink_info_by_name`.
     func sinkInfo(_ name: String) throws(HALError) -> HALDeviceInfo {
         let found = control.query(HALDeviceInfo?.none) { ud in
             pa_context_get_sink_info_by_name(context, name, { _, info, eol, ud in
                 let box = PulseQuery<HALDeviceInfo?, Void>.from(ud)
-                if eol == 0, let i = info?.pointee {
-                    box.value = PulseBackend.deviceInfo(
-                        i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) })
-                }
+                if eol == 0, let info { box.value = PulseBackend.device(sink: info) }
                 box.finish()
             }, ud)
         }
@@ -125,10 +117,7 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
         let found = control.query(HALDeviceInfo?.none) { ud in
             pa_context_get_source_info_by_name(context, name, { _, info, eol, ud in
                 let box = PulseQuery<HALDeviceInfo?, Void>.from(ud)
-                if eol == 0, let i = info?.pointee {
-                    box.value = PulseBackend.deviceInfo(
-                        i.name, i.description, i.sample_spec, i.proplist, port: i.active_port.map { ($0.pointee.name, $0.pointee.type) })
-                }
+                if eol == 0, let info { box.value = PulseBackend.device(source: info) }
                 box.finish()
             }, ud)
         }

@@ -17,6 +17,9 @@ final class PulseStream: HALStream, @unchecked Sendable {
     /// session's policy stream, which only hears the server's cork requests (libpulse allocates
     /// to parse those), and the trigger that makes the server duck others.
     let connection: PulseConnection
+    /// The connection is the stream's own (``HALStreamRequest/ownThread``): it goes when the
+    /// stream closes.
+    private let ownsConnection: Bool
     let format: HALStreamFormat
     private(set) var device: HALDeviceInfo
     private var stream: OpaquePointer?
@@ -62,7 +65,15 @@ final class PulseStream: HALStream, @unchecked Sendable {
 
     init(backend: PulseBackend, request: HALStreamRequest, playback: (HALStreamClient)?, capture: (HALStreamClient)?) throws(HALError) {
         self.backend = backend
-        self.connection = request.carriesSound ? backend.audio : backend.control
+        if request.ownThread {
+            let connection = try PulseConnection(
+                server: backend.server, applicationName: backend.applicationName, purpose: "device io", events: backend.events)
+            connection.onLoopThread(PulseBackend.makeRealTime)
+            self.connection = connection
+        } else {
+            self.connection = request.carriesSound ? backend.audio : backend.control
+        }
+        ownsConnection = request.ownThread
         self.format = request.format
         self.playback = playback
         self.capture = capture
@@ -399,6 +410,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
                 stream = nil
             }
         }
+        if ownsConnection { connection.shutDown() }
         selfReference?.release()
         selfReference = nil
     }

@@ -100,6 +100,94 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
         events.raise(.devices)
     }
 
+    package func deviceList() -> HALDeviceList {
+        scene.withLock { s in
+            HALDeviceList(outputs: s.outputs, inputs: s.inputs, defaultOutput: s.defaultOutput, defaultInput: s.defaultInput)
+        }
+    }
+
+    package func setDefaultDevice(_ name: String, output: Bool) throws(HALError) {
+        try change(name, output: output) { s, _ in
+            if output { s.defaultOutput = name } else { s.defaultInput = name }
+        }
+    }
+
+    package func setVolumes(_ volumes: [Double], device: String, output: Bool) throws(HALError) {
+        try change(device, output: output) { s, d in
+            d.volumes = volumes.map { max($0, 0) }
+            if output && device == s.defaultOutput { s.outputVolume = d.volumes.reduce(0, +) / Double(max(d.volumes.count, 1)) }
+        }
+    }
+
+    package func setMuted(_ muted: Bool, device: String, output: Bool) throws(HALError) {
+        try change(device, output: output) { _, d in d.muted = muted }
+    }
+
+    package func setActivePort(_ port: String, device: String, output: Bool) throws(HALError) {
+        try change(device, output: output) { _, d in d.portName = port }
+    }
+
+    /// Applies a change to the device named `name` and raises ``HALEvents/Kind/devices``, as the
+    /// server would; an unknown name throws, as the server refuses it.
+    private func change(_ name: String, output: Bool, _ body: (inout Scene, inout HALDeviceInfo) -> Void) throws(HALError) {
+        let found = scene.withLock { s -> Bool in
+            var list = output ? s.outputs : s.inputs
+            guard let n = list.firstIndex(where: { $0.name == name }) else { return false }
+            body(&s, &list[n])
+            if output { s.outputs = list } else { s.inputs = list }
+            return true
+        }
+        guard found else { throw HALError(.deviceNotFound, "no \(output ? "output" : "input") named \(name)") }
+        events.raise(.devices)
+    }
+
+    // MARK: Sample cache
+
+    private let samples = Mutex<[String: (HALStreamFormat, [Float])]>([:])
+
+    package func uploadSample(_ name: String, format: HALStreamFormat, samples data: [Float]) throws(HALError) {
+        guard !data.isEmpty, data.count % format.channels == 0 else { throw HALError(.notSupported, "\(data.count) samples of \(format.channels) channels") }
+        samples.withLock { $0[name] = (format, data) }
+    }
+
+    /// Plays the sample as a stream of its own that the clock renders (``advance(frames:)``); it
+    /// closes, and `completion` runs on the advancing thread, in the render after its last frame.
+    package func playSample(_ name: String, device: String?, purpose: HALStreamPurpose?, completion: @escaping @Sendable (Bool) -> Void) {
+        guard let (format, data) = samples.withLock({ $0[name] }) else { return completion(false) }
+        let player = SamplePlayer(data, channels: format.channels, completion: completion)
+        var request = HALStreamRequest(format: format, bufferDuration: 0.05, name: name, purpose: purpose, startCorked: false, device: device)
+        request.carriesSound = true
+        guard let stream = try? openOutput(request, source: player) else { return completion(false) }
+        player.stream = stream
+    }
+
+    package func removeSample(_ name: String) { _ = samples.withLock { $0.removeValue(forKey: name) } }
+
+    /// Renders a stored sample once, then closes its stream and reports.
+    private final class SamplePlayer: HALStreamClient, @unchecked Sendable {
+        let data: [Float]
+        let channels: Int
+        let completion: @Sendable (Bool) -> Void
+        var offset = 0
+        var stream: (any HALStream)?
+        init(_ data: [Float], channels: Int, completion: @escaping @Sendable (Bool) -> Void) {
+            self.data = data
+            self.channels = channels
+            self.completion = completion
+        }
+        override func render(_ output: UnsafeMutablePointer<Float>, frames: Int, time: HALRenderTime) -> Int {
+            let count = min(frames * channels, data.count - offset)
+            data.withUnsafeBufferPointer { output.update(from: $0.baseAddress! + offset, count: count) }
+            offset += count
+            if offset == data.count, let stream {
+                self.stream = nil
+                stream.close()
+                completion(true)
+            }
+            return count / channels
+        }
+    }
+
     // MARK: Policy
 
     package func otherPlaybackStreams() -> [HALPlaybackStream] { scene.withLock { $0.others } }

@@ -1,5 +1,7 @@
-// AudioToolbox re-exports CoreAudioTypes, as Apple's does, and the C structs of AudioQueue.h.
+// AudioToolbox re-exports CoreAudio (and through it CoreAudioTypes), as Apple's does, and the C
+// structs of AudioQueue.h.
 @_exported public import CoreAudioTypes
+@_exported public import CoreAudio
 @_exported public import CAudioQueueTypes
 
 // MARK: - Threads, what each may do, and the lock order

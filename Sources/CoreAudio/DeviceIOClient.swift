@@ -1,0 +1,190 @@
+import AudioHAL
+import Dispatch
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The I/O thread's side of a device's IOProcs: the stream client that calls them, a fixed
+/// number of slots (claimed and switched on and off from other threads through atomics), and the
+/// buffers and time stamps they are called with, all made before the I/O starts.
+///
+/// The server asks for (or hands over) as many frames as it likes; IOProcs are called for exactly
+/// the device's buffer frame size each time, so output rendered beyond what the server asked for
+/// waits in ``carry`` for its next request, and input gathers there until a buffer is full.
+final class DeviceIOClient: HALStreamClient, @unchecked Sendable {
+    static let slotCount = 8
+
+    final class Slot: @unchecked Sendable {
+        let active = Atomic<Bool>(false)
+        /// Written only while the slot is unclaimed and inactive; read by the I/O thread while active.
+        var callback: DeviceIO.Callback?
+    }
+
+    let device: AudioObjectID
+    let isOutput: Bool
+    private let slots = (0..<DeviceIOClient.slotCount).map { _ in Slot() }
+    private let claimed = Mutex<[Bool]>(Array(repeating: false, count: DeviceIOClient.slotCount))
+    private let ioThread = Atomic<UInt>(0)
+
+    // The I/O thread's own, set up by `prepare` before the stream opens.
+    private var frames = 0
+    private var channels = 0
+    private var rate = 48000.0
+    private var carry: UnsafeMutablePointer<Float>
+    private var scratch: UnsafeMutablePointer<Float>
+    /// Frames in `carry` not yet handed over (output) or gathered so far (input), and where.
+    private var carryFrames = 0
+    private var carryOffset = 0
+    /// The time of the first frame in `carry` (input).
+    private var carryTime = HALRenderTime(sampleTime: 0, hostTime: 0)
+    private let data = AudioBufferList.allocate(maximumBuffers: 1)
+    private let empty = AudioBufferList.allocate(maximumBuffers: 1)
+    private let now = UnsafeMutablePointer<AudioTimeStamp>.allocate(capacity: 1)
+    private let ioTime = UnsafeMutablePointer<AudioTimeStamp>.allocate(capacity: 1)
+    private let noTime = UnsafeMutablePointer<AudioTimeStamp>.allocate(capacity: 1)
+
+    init(device: AudioObjectID, output: Bool) {
+        self.device = device
+        self.isOutput = output
+        carry = .allocate(capacity: 1)
+        scratch = .allocate(capacity: 1)
+        empty.unsafeMutablePointer.pointee.mNumberBuffers = 0
+        noTime.initialize(to: AudioTimeStamp())
+        now.initialize(to: AudioTimeStamp())
+        ioTime.initialize(to: AudioTimeStamp())
+        super.init()
+    }
+
+    deinit {
+        carry.deallocate()
+        scratch.deallocate()
+        UnsafeMutableRawPointer(data.unsafeMutablePointer).deallocate()
+        UnsafeMutableRawPointer(empty.unsafeMutablePointer).deallocate()
+        now.deallocate()
+        ioTime.deallocate()
+        noTime.deallocate()
+    }
+
+    /// Sizes the buffers for `frames` frames of `channels` channels; the stream is not open.
+    func prepare(frames: Int, channels: Int, rate: Double) {
+        carry.deallocate()
+        scratch.deallocate()
+        self.frames = frames
+        self.channels = channels
+        self.rate = rate
+        carry = .allocate(capacity: frames * channels)
+        scratch = .allocate(capacity: frames * channels)
+        carryFrames = 0
+        carryOffset = 0
+    }
+
+    // MARK: Slots (any thread but the I/O thread, except setActive)
+
+    func claimSlot(_ callback: DeviceIO.Callback) -> Int? {
+        claimed.withLock { claimed in
+            guard let n = claimed.firstIndex(of: false) else { return nil }
+            claimed[n] = true
+            slots[n].callback = callback
+            return n
+        }
+    }
+
+    func releaseSlot(_ n: Int) {
+        claimed.withLock { claimed in
+            slots[n].active.store(false, ordering: .releasing)
+            slots[n].callback = nil
+            claimed[n] = false
+        }
+    }
+
+    func setActive(_ n: Int, _ active: Bool) { slots[n].active.store(active, ordering: .releasing) }
+
+    var activeCount: Int { slots.count { $0.active.load(ordering: .acquiring) } }
+
+    /// Whether the caller is the I/O thread (an IOProc calling back into the API).
+    var isIOThread: Bool { ioThread.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+    // MARK: The I/O thread
+
+    override func render(_ output: UnsafeMutablePointer<Float>, frames count: Int, time: HALRenderTime) -> Int {
+        ioThread.store(UInt(pthread_self()), ordering: .relaxed)
+        var done = 0
+        while done < count {
+            if carryFrames == 0 {
+                let at = HALRenderTime(sampleTime: time.sampleTime + Int64(done), hostTime: time.hostTime + UInt64(Double(done) * 1e9 / rate))
+                cycle(output: true, at: at)
+                carryFrames = frames
+                carryOffset = 0
+            }
+            let n = min(carryFrames, count - done)
+            (output + done * channels).update(from: carry + carryOffset * channels, count: n * channels)
+            carryFrames -= n
+            carryOffset += n
+            done += n
+        }
+        return count
+    }
+
+    override func capture(_ input: UnsafePointer<Float>, frames count: Int, time: HALRenderTime) {
+        ioThread.store(UInt(pthread_self()), ordering: .relaxed)
+        var done = 0
+        while done < count {
+            if carryFrames == 0 {
+                carryTime = HALRenderTime(sampleTime: time.sampleTime + Int64(done), hostTime: time.hostTime + UInt64(Double(done) * 1e9 / rate))
+            }
+            let n = min(frames - carryFrames, count - done)
+            (carry + carryFrames * channels).update(from: input + done * channels, count: n * channels)
+            carryFrames += n
+            done += n
+            if carryFrames == frames {
+                cycle(output: false, at: carryTime)
+                carryFrames = 0
+            }
+        }
+    }
+
+    /// One I/O cycle: every active IOProc once, over ``carry``.
+    private func cycle(output: Bool, at time: HALRenderTime) {
+        let samples = frames * channels
+        let bytes = UInt32(samples * MemoryLayout<Float>.size)
+        let host = hostNow()
+        stamp(ioTime, time)
+        let ahead = (Double(time.hostTime) - Double(host)) * rate / 1e9
+        now.pointee = ioTime.pointee
+        now.pointee.mSampleTime = Double(time.sampleTime) - ahead
+        now.pointee.mHostTime = host
+        if output { carry.update(repeating: 0, count: samples) }
+        var first = true
+        for slot in slots where slot.active.load(ordering: .acquiring) {
+            guard let callback = slot.callback else { continue }
+            // The first output IOProc writes in place; the others into scratch, mixed in after.
+            let target = output && !first ? scratch : carry
+            if output && !first { scratch.update(repeating: 0, count: samples) }
+            data.unsafeMutablePointer.pointee.mNumberBuffers = 1
+            data[0] = AudioBuffer(mNumberChannels: UInt32(channels), mDataByteSize: bytes, mData: UnsafeMutableRawPointer(target))
+            let input = output ? empty.unsafePointer : data.unsafePointer
+            let outputList = output ? data.unsafeMutablePointer : empty.unsafeMutablePointer
+            let inputTime = output ? UnsafePointer(noTime) : UnsafePointer(ioTime)
+            let outputTime = output ? UnsafePointer(ioTime) : UnsafePointer(noTime)
+            switch callback {
+            case let .proc(proc, clientData):
+                _ = proc(device, UnsafePointer(now), input, inputTime, outputList, outputTime, clientData)
+            case let .block(queue, block):
+                if let queue {
+                    queue.sync { block(UnsafePointer(now), input, inputTime, outputList, outputTime) }
+                } else {
+                    block(UnsafePointer(now), input, inputTime, outputList, outputTime)
+                }
+            }
+            if output && !first { for n in 0..<samples { carry[n] += scratch[n] } }
+            first = false
+        }
+    }
+
+    private func stamp(_ p: UnsafeMutablePointer<AudioTimeStamp>, _ time: HALRenderTime) {
+        p.pointee = AudioTimeStamp(
+            mSampleTime: Double(time.sampleTime), mHostTime: time.hostTime, mRateScalar: 1, mWordClockTime: 0, mSMPTETime: SMPTETime(),
+            mFlags: [.sampleTimeValid, .hostTimeValid, .rateScalarValid], mReserved: 0)
+    }
+}
