@@ -228,10 +228,10 @@ final class DeviceIO: Sendable {
     }
 
     func currentTime(device: AudioObjectID, _ out: UnsafeMutablePointer<AudioTimeStamp>) -> OSStatus {
-        guard let stream = state.withLock({ $0.runners[device]?.stream }) else {
+        guard let client = state.withLock({ s in s.runners[device].flatMap { $0.isRunning ? $0.client : nil } }) else {
             return (try? Hardware.shared.snapshot().device(device)) == nil ? kAudioHardwareBadDeviceError : kAudioHardwareNotRunningError
         }
-        guard let now = stream.currentTime() else { return kAudioHardwareNotReadyError }
+        guard let now = client.currentTime() else { return kAudioHardwareNotReadyError }
         out.pointee = AudioTimeStamp(
             mSampleTime: Double(now.sampleTime), mHostTime: now.hostTime, mRateScalar: 1, mWordClockTime: 0, mSMPTETime: SMPTETime(),
             mFlags: [.sampleTimeValid, .hostTimeValid, .rateScalarValid], mReserved: 0)

@@ -26,6 +26,11 @@ final class DeviceIOClient: HALStreamClient, @unchecked Sendable {
     private let slots = (0..<DeviceIOClient.slotCount).map { _ in Slot() }
     private let claimed = Mutex<[Bool]>(Array(repeating: false, count: DeviceIOClient.slotCount))
     private let ioThread = Atomic<UInt>(0)
+    /// The last cycle's time (its first frame's sample and host time), for
+    /// ``AudioDeviceGetCurrentTime(_:_:)``; written by the I/O thread under a sequence count.
+    private let anchorSequence = Atomic<Int>(0)
+    private let anchorSample = Atomic<Int64>(0)
+    private let anchorHost = Atomic<UInt64>(0)
 
     // The I/O thread's own, set up by `prepare` before the stream opens.
     private var frames = 0
@@ -144,8 +149,25 @@ final class DeviceIOClient: HALStreamClient, @unchecked Sendable {
         }
     }
 
+    /// The device's time now, reckoned from the last cycle's at the device's rate; `nil` before
+    /// the first cycle.
+    func currentTime() -> HALRenderTime? {
+        while true {
+            let before = anchorSequence.load(ordering: .acquiring)
+            guard before > 0 else { return nil }
+            let sample = anchorSample.load(ordering: .relaxed), host = anchorHost.load(ordering: .relaxed)
+            guard before & 1 == 0, anchorSequence.load(ordering: .acquiring) == before else { continue }
+            let now = hostNow()
+            return HALRenderTime(sampleTime: sample + Int64(((Double(now) - Double(host)) * rate / 1e9).rounded()), hostTime: now)
+        }
+    }
+
     /// One I/O cycle: every active IOProc once, over ``carry``.
     private func cycle(output: Bool, at time: HALRenderTime) {
+        anchorSequence.add(1, ordering: .acquiringAndReleasing)
+        anchorSample.store(time.sampleTime, ordering: .relaxed)
+        anchorHost.store(time.hostTime, ordering: .relaxed)
+        anchorSequence.add(1, ordering: .acquiringAndReleasing)
         let samples = frames * channels
         let bytes = UInt32(samples * MemoryLayout<Float>.size)
         let host = hostNow()

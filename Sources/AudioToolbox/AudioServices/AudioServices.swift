@@ -29,7 +29,8 @@ public let kSystemSoundID_FlashScreen: SystemSoundID = 0x0000_0FFE
 
 /// Whether a sound is a user-interface sound effect (1, the default): such sounds play with the
 /// server's `event` role, so that the desktop's alert volume and event-sound settings govern them
-/// as macOS's "Play user interface sound effects" does; 0 plays it with no role, as any sound.
+/// as macOS's "Play user interface sound effects" does; 0 plays it as an app's own sound effect
+/// (the `game` role: it mixes with others and is no alert).
 public let kAudioServicesPropertyIsUISound: AudioServicesPropertyID = fourCC("isui")
 /// Whether a sound plays to its end when the app dies. The server plays system sounds from its
 /// own cache, and finishes each whatever becomes of the app: this reads 1, and setting 0 is

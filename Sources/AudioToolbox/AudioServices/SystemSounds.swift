@@ -128,7 +128,7 @@ final class SystemSounds: Sendable {
             return backend.playSample("bell-window-system", device: nil, purpose: .announcement) { _ in ended() }
         }
         guard let (backend, name, isUI) = try? upload(id) else { return ended() }
-        backend.playSample(name, device: nil, purpose: isUI ? .announcement : nil) { _ in ended() }
+        backend.playSample(name, device: nil, purpose: isUI ? .announcement : .mixable) { _ in ended() }
     }
 
     func setCompletion(_ id: SystemSoundID, _ completion: Completion?) -> OSStatus {
