@@ -75,7 +75,7 @@ let package = Package(
         .executableTarget(name: "openavf-fuzz", dependencies: ["AudioToolbox"], swiftSettings: strict),
         // Counts allocations and frees on the real-time thread while the API does everything.
         .executableTarget(
-            name: "openavf-rtcheck", dependencies: ["AVFAudio", "AudioHAL", "AudioTestSupport", "CAllocCounter"], swiftSettings: strict),
+            name: "openavf-rtcheck", dependencies: ["AVFAudio", "AudioHAL", "CoreAudio", "AudioTestSupport", "CAllocCounter"], swiftSettings: strict),
         .executableTarget(name: "openavf-bench", dependencies: ["AVFAudio", "AudioTestSupport"], swiftSettings: strict),
         .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
 

@@ -15,15 +15,30 @@ import Glibc
 final class DeviceIOClient: HALStreamClient, @unchecked Sendable {
     static let slotCount = 8
 
+    /// One IOProc's place. Written only while the slot is inactive; read by the I/O thread while
+    /// active. A proc is a C function and a pointer, so that calling it counts no references; a
+    /// block sits in a box the slot keeps retained, reached unretained.
     final class Slot: @unchecked Sendable {
         let active = Atomic<Bool>(false)
-        /// Written only while the slot is unclaimed and inactive; read by the I/O thread while active.
-        var callback: DeviceIO.Callback?
+        var proc: AudioDeviceIOProc?
+        var clientData: UnsafeMutableRawPointer?
+        var block: Unmanaged<BlockBox>?
+    }
+
+    final class BlockBox {
+        let queue: DispatchQueue?
+        let block: AudioDeviceIOBlock
+        init(_ queue: DispatchQueue?, _ block: @escaping AudioDeviceIOBlock) {
+            self.queue = queue
+            self.block = block
+        }
     }
 
     let device: AudioObjectID
     let isOutput: Bool
     private let slots = (0..<DeviceIOClient.slotCount).map { _ in Slot() }
+    /// The same slots for the I/O thread, unretained (``slots`` owns them).
+    private let slotRefs: UnsafeMutablePointer<Unmanaged<Slot>>
     private let claimed = Mutex<[Bool]>(Array(repeating: false, count: DeviceIOClient.slotCount))
     private let ioThread = Atomic<UInt>(0)
     /// The last cycle's time (its first frame's sample and host time), for
@@ -48,12 +63,16 @@ final class DeviceIOClient: HALStreamClient, @unchecked Sendable {
     private let now = UnsafeMutablePointer<AudioTimeStamp>.allocate(capacity: 1)
     private let ioTime = UnsafeMutablePointer<AudioTimeStamp>.allocate(capacity: 1)
     private let noTime = UnsafeMutablePointer<AudioTimeStamp>.allocate(capacity: 1)
+    /// Made once here: an option set built from a literal allocates in a debug build.
+    private let validFlags: AudioTimeStampFlags = [.sampleTimeValid, .hostTimeValid, .rateScalarValid]
 
     init(device: AudioObjectID, output: Bool) {
         self.device = device
         self.isOutput = output
         carry = .allocate(capacity: 1)
         scratch = .allocate(capacity: 1)
+        slotRefs = .allocate(capacity: DeviceIOClient.slotCount)
+        for (n, slot) in slots.enumerated() { (slotRefs + n).initialize(to: .passUnretained(slot)) }
         empty.unsafeMutablePointer.pointee.mNumberBuffers = 0
         noTime.initialize(to: AudioTimeStamp())
         now.initialize(to: AudioTimeStamp())
@@ -62,6 +81,8 @@ final class DeviceIOClient: HALStreamClient, @unchecked Sendable {
     }
 
     deinit {
+        for slot in slots { slot.block?.release() }
+        slotRefs.deallocate()
         carry.deallocate()
         scratch.deallocate()
         UnsafeMutableRawPointer(data.unsafeMutablePointer).deallocate()
@@ -90,7 +111,13 @@ final class DeviceIOClient: HALStreamClient, @unchecked Sendable {
         claimed.withLock { claimed in
             guard let n = claimed.firstIndex(of: false) else { return nil }
             claimed[n] = true
-            slots[n].callback = callback
+            switch callback {
+            case let .proc(proc, clientData):
+                slots[n].proc = proc
+                slots[n].clientData = clientData
+            case let .block(queue, block):
+                slots[n].block = .passRetained(BlockBox(queue, block))
+            }
             return n
         }
     }
@@ -98,7 +125,10 @@ final class DeviceIOClient: HALStreamClient, @unchecked Sendable {
     func releaseSlot(_ n: Int) {
         claimed.withLock { claimed in
             slots[n].active.store(false, ordering: .releasing)
-            slots[n].callback = nil
+            slots[n].proc = nil
+            slots[n].clientData = nil
+            slots[n].block?.release()
+            slots[n].block = nil
             claimed[n] = false
         }
     }
@@ -178,35 +208,38 @@ final class DeviceIOClient: HALStreamClient, @unchecked Sendable {
         now.pointee.mHostTime = host
         if output { carry.update(repeating: 0, count: samples) }
         var first = true
-        for slot in slots where slot.active.load(ordering: .acquiring) {
-            guard let callback = slot.callback else { continue }
-            // The first output IOProc writes in place; the others into scratch, mixed in after.
-            let target = output && !first ? scratch : carry
-            if output && !first { scratch.update(repeating: 0, count: samples) }
-            data.unsafeMutablePointer.pointee.mNumberBuffers = 1
-            data[0] = AudioBuffer(mNumberChannels: UInt32(channels), mDataByteSize: bytes, mData: UnsafeMutableRawPointer(target))
-            let input = output ? empty.unsafePointer : data.unsafePointer
-            let outputList = output ? data.unsafeMutablePointer : empty.unsafeMutablePointer
-            let inputTime = output ? UnsafePointer(noTime) : UnsafePointer(ioTime)
-            let outputTime = output ? UnsafePointer(ioTime) : UnsafePointer(noTime)
-            switch callback {
-            case let .proc(proc, clientData):
-                _ = proc(device, UnsafePointer(now), input, inputTime, outputList, outputTime, clientData)
-            case let .block(queue, block):
-                if let queue {
-                    queue.sync { block(UnsafePointer(now), input, inputTime, outputList, outputTime) }
-                } else {
-                    block(UnsafePointer(now), input, inputTime, outputList, outputTime)
+        for n in 0..<Self.slotCount {
+            slotRefs[n]._withUnsafeGuaranteedRef { slot in
+                guard slot.active.load(ordering: .acquiring), slot.proc != nil || slot.block != nil else { return }
+                // The first output IOProc writes in place; the others into scratch, mixed in after.
+                let target = output && !first ? scratch : carry
+                if output && !first { scratch.update(repeating: 0, count: samples) }
+                data.unsafeMutablePointer.pointee.mNumberBuffers = 1
+                data[0] = AudioBuffer(mNumberChannels: UInt32(channels), mDataByteSize: bytes, mData: UnsafeMutableRawPointer(target))
+                let input = output ? empty.unsafePointer : data.unsafePointer
+                let outputList = output ? data.unsafeMutablePointer : empty.unsafeMutablePointer
+                let inputTime = output ? UnsafePointer(noTime) : UnsafePointer(ioTime)
+                let outputTime = output ? UnsafePointer(ioTime) : UnsafePointer(noTime)
+                if let proc = slot.proc {
+                    _ = proc(device, UnsafePointer(now), input, inputTime, outputList, outputTime, slot.clientData)
+                } else if let box = slot.block {
+                    box._withUnsafeGuaranteedRef { box in
+                        if let queue = box.queue {
+                            queue.sync { box.block(UnsafePointer(now), input, inputTime, outputList, outputTime) }
+                        } else {
+                            box.block(UnsafePointer(now), input, inputTime, outputList, outputTime)
+                        }
+                    }
                 }
+                if output && !first { for k in 0..<samples { carry[k] += scratch[k] } }
+                first = false
             }
-            if output && !first { for n in 0..<samples { carry[n] += scratch[n] } }
-            first = false
         }
     }
 
     private func stamp(_ p: UnsafeMutablePointer<AudioTimeStamp>, _ time: HALRenderTime) {
         p.pointee = AudioTimeStamp(
             mSampleTime: Double(time.sampleTime), mHostTime: time.hostTime, mRateScalar: 1, mWordClockTime: 0, mSMPTETime: SMPTETime(),
-            mFlags: [.sampleTimeValid, .hostTimeValid, .rateScalarValid], mReserved: 0)
+            mFlags: validFlags, mReserved: 0)
     }
 }

@@ -6,7 +6,8 @@
 //
 // CAllocCounter replaces malloc and free for this process and counts the calls made on one
 // watched thread: the audio connection's main-loop thread, the only real-time thread there is
-// (introspection and subscriptions run on the control connection's own thread). Each scenario's
+// (introspection and subscriptions run on the control connection's own thread), and in the
+// `ioproc` scenario a device's I/O thread, where IOProcs run. Each scenario's
 // streams are opened before its window (opening a stream is setup, not rendering); the window
 // runs from the first render of a run to its end: starts, parameter changes, pauses, stops,
 // resets, drains, a player's loops and seeks, and a session's interruption and route changes.
@@ -17,7 +18,9 @@ import AudioHAL
 import AudioTestSupport
 import AudioToolbox
 import CAllocCounter
+import CoreAudio
 import Foundation
+import Synchronization
 
 struct Failure: Error, CustomStringConvertible {
     let description: String
@@ -441,6 +444,70 @@ let scenarios: [Scenario] = [
     },
 ]
 
+/// The thread an IOProc last ran on, and its cycles (the IOProc stores both).
+final class IOThreadWatch: @unchecked Sendable {
+    let thread = Atomic<UInt>(0)
+    let cycles = Atomic<Int>(0)
+    var phase = 0.0
+
+    /// An IOProc that writes a quiet tone and notes its thread.
+    static let tone: AudioDeviceIOProc = { _, _, _, _, output, _, data in
+        Unmanaged<IOThreadWatch>.fromOpaque(data!)._withUnsafeGuaranteedRef { watch in
+            watch.thread.store(UInt(pthread_self()), ordering: .relaxed)
+            watch.cycles.add(1, ordering: .relaxed)
+            let buffers = UnsafeMutableAudioBufferListPointer(output)
+            guard buffers.count == 1, let samples = buffers[0].mData?.assumingMemoryBound(to: Float.self) else { return }
+            let count = Int(buffers[0].mDataByteSize) / 4
+            for n in 0..<count {
+                samples[n] = Float(0.1 * sin(watch.phase))
+                watch.phase += 2 * Double.pi * 440 / 48000 / 2
+            }
+        }
+        return noErr
+    }
+
+    func waitForCycles(_ n: Int) throws {
+        let target = cycles.load(ordering: .relaxed) + n
+        try wait("\(n) I/O cycles") { cycles.load(ordering: .relaxed) >= target }
+    }
+}
+
+/// The I/O thread of a device's IOProcs is a real-time thread of its own: watched instead of the
+/// server thread.
+let ioProcScenario = Scenario(name: "ioproc") { _, _, _ in
+    var address = AudioObjectPropertyAddress(mSelector: kAudioHardwarePropertyDefaultOutputDevice, mScope: kAudioObjectPropertyScopeGlobal, mElement: 0)
+    var device = kAudioObjectUnknown
+    var size = UInt32(4)
+    try check(AudioObjectGetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, 0, nil, &size, &device), "the default output")
+    let first = IOThreadWatch(), second = IOThreadWatch()
+    var a: AudioDeviceIOProcID?, b: AudioDeviceIOProcID?
+    try check(AudioDeviceCreateIOProcID(device, IOThreadWatch.tone, Unmanaged.passUnretained(first).toOpaque(), &a), "AudioDeviceCreateIOProcID")
+    try check(AudioDeviceCreateIOProcID(device, IOThreadWatch.tone, Unmanaged.passUnretained(second).toOpaque(), &b), "AudioDeviceCreateIOProcID")
+    defer {
+        AudioDeviceDestroyIOProcID(device, a!)
+        AudioDeviceDestroyIOProcID(device, b!)
+    }
+    try check(AudioDeviceStart(device, a), "AudioDeviceStart")
+    try first.waitForCycles(5)
+    return try watching(first.thread.load(ordering: .relaxed)) {
+        try first.waitForCycles(50)
+        // A second IOProc mixed in and taken out, the device's volume changed meanwhile.
+        try check(AudioDeviceStart(device, b), "AudioDeviceStart (second)")
+        try second.waitForCycles(50)
+        var volume = AudioObjectPropertyAddress(mSelector: kAudioDevicePropertyVolumeScalar, mScope: kAudioObjectPropertyScopeOutput, mElement: 0)
+        var level: Float32 = 0.8
+        try check(AudioObjectSetPropertyData(device, &volume, 0, nil, 4, &level), "the volume")
+        try check(AudioDeviceStop(device, b), "AudioDeviceStop (second)")
+        try first.waitForCycles(50)
+        level = 1
+        try check(AudioObjectSetPropertyData(device, &volume, 0, nil, 4, &level), "the volume")
+        var now = AudioTimeStamp()
+        try check(AudioDeviceGetCurrentTime(device, &now), "AudioDeviceGetCurrentTime")
+        try first.waitForCycles(20)
+        try check(AudioDeviceStop(device, a), "AudioDeviceStop")
+    }
+}
+
 /// Test files made by ffmpeg: a 1 s tone as WAV, IMA4 CAF and AAC M4A.
 func makeFiles(in dir: URL) throws {
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -460,7 +527,7 @@ let buildKind = "release"
 
 @MainActor func main() -> Int32 {
     let wanted = Set(CommandLine.arguments.dropFirst())
-    let unknown = wanted.subtracting(scenarios.map(\.name))
+    let unknown = wanted.subtracting((scenarios + [ioProcScenario]).map(\.name))
     guard unknown.isEmpty else {
         FileHandle.standardError.write(Data("openavf-rtcheck: no scenario \(unknown.sorted()); there are \(scenarios.map(\.name))\n".utf8))
         return 2
@@ -478,7 +545,7 @@ let buildKind = "release"
         let thread = backend.serverThread()
         var clean = true
         print("allocations and frees on the real-time server thread, per scenario (target 0; \(buildKind) build)")
-        for scenario in scenarios where wanted.isEmpty || wanted.contains(scenario.name) {
+        for scenario in scenarios + [ioProcScenario] where wanted.isEmpty || wanted.contains(scenario.name) {
             let count = try scenario.run(server, files, thread)
             let ours = (count.allocations - count.allocationsInLibpulse, count.frees - count.freesInLibpulse)
             // Reference counting is checked in release builds: a debug build retains and releases

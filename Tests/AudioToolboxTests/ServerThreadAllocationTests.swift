@@ -6,7 +6,7 @@ import XCTest
 /// end, whatever the public API does: `openavf-rtcheck` (built beside the tests, with the counting
 /// malloc of CAllocCounter) runs every scenario (LPCM and compressed playback, capture, pan,
 /// ramps, timed starts, pause and resume, both stops, reset, flush, drain, the player's loops and
-/// seeks, an active session through a call and a route change) and exits 1 on any count of the
+/// seeks, an active session through a call and a route change, IOProcs on a device's own I/O thread) and exits 1 on any count of the
 /// project's own, or of libpulse's where libpulse has no reason to. Scripts/test runs the
 /// release build too.
 final class ServerThreadAllocationTests: XCTestCase {
@@ -36,7 +36,7 @@ final class ServerThreadAllocationTests: XCTestCase {
         XCTAssertEqual(code, 0, "allocations or frees on the real-time thread:\n\(report)\(problems)")
         // Capture and the session may show libpulse's own bookkeeping (the tool says why); the
         // rest must be clean outright.
-        for scenario in ["lpcm-playback", "timed-start-reset-stop", "compressed-playback", "player"] {
+        for scenario in ["lpcm-playback", "timed-start-reset-stop", "compressed-playback", "player", "ioproc"] {
             XCTAssertTrue(report.contains("\(scenario) ") && report.split(separator: "\n").contains {
                 $0.contains(scenario) && $0.contains("allocations 0  frees 0  ")
             }, "\(scenario) is not clean:\n\(report)")
