@@ -106,6 +106,45 @@ func scratchDirectory(_ name: String) throws -> URL {
     return dir
 }
 
+/// How macOS apps read devices: a generic property reader on `AudioObjectID`, written as public
+/// code does it.
+extension AudioObjectID {
+    static let system = AudioObjectID(kAudioObjectSystemObject)
+    static let unknown = kAudioObjectUnknown
+
+    func read<T>(_ selector: AudioObjectPropertySelector, scope: AudioObjectPropertyScope = kAudioObjectPropertyScopeGlobal,
+                 defaultValue: T) throws -> T {
+        var address = AudioObjectPropertyAddress(mSelector: selector, mScope: scope, mElement: kAudioObjectPropertyElementMain)
+        guard AudioObjectHasProperty(self, &address) else { throw NSError(domain: NSOSStatusErrorDomain, code: Int(kAudioHardwareUnknownPropertyError)) }
+        var value = defaultValue
+        var size = UInt32(MemoryLayout<T>.size)
+        let err = withUnsafeMutablePointer(to: &value) { AudioObjectGetPropertyData(self, &address, 0, nil, &size, $0) }
+        guard err == noErr else { throw NSError(domain: NSOSStatusErrorDomain, code: Int(err)) }
+        return value
+    }
+
+    func readString(_ selector: AudioObjectPropertySelector) throws -> String {
+        var address = AudioObjectPropertyAddress(mSelector: selector, mScope: kAudioObjectPropertyScopeGlobal, mElement: kAudioObjectPropertyElementMain)
+        var string: Unmanaged<CFString>?
+        var size = UInt32(MemoryLayout<Unmanaged<CFString>?>.size)
+        let err = AudioObjectGetPropertyData(self, &address, 0, nil, &size, &string)
+        guard err == noErr, let string else { throw NSError(domain: NSOSStatusErrorDomain, code: Int(err)) }
+        return string.takeRetainedValue() as String
+    }
+
+    static func readDeviceList() throws -> [AudioDeviceID] {
+        var address = AudioObjectPropertyAddress(
+            mSelector: kAudioHardwarePropertyDevices, mScope: kAudioObjectPropertyScopeGlobal, mElement: kAudioObjectPropertyElementMain)
+        var size: UInt32 = 0
+        var err = AudioObjectGetPropertyDataSize(AudioObjectID(kAudioObjectSystemObject), &address, 0, nil, &size)
+        guard err == noErr else { throw NSError(domain: NSOSStatusErrorDomain, code: Int(err)) }
+        var ids = [AudioDeviceID](repeating: 0, count: Int(size) / MemoryLayout<AudioDeviceID>.size)
+        err = AudioObjectGetPropertyData(UInt32(kAudioObjectSystemObject), &address, 0, nil, &size, &ids)
+        guard err == noErr else { throw NSError(domain: NSOSStatusErrorDomain, code: Int(err)) }
+        return ids
+    }
+}
+
 final class AppleIdiomTests: XCTestCase {
     override func setUpWithError() throws {
         _ = try TestSound.server()
@@ -217,6 +256,49 @@ final class AppleIdiomTests: XCTestCase {
         AudioQueueStop(q, true)
         let heard = capture.stop()[0]
         XCTAssertEqual(SignalAnalysis.frequency(heard.suffix(12000), sampleRate: 48000), 1000, accuracy: 5)
+    }
+
+    func testDeviceEnumerationAndListeners() throws {
+        let devices = try AudioObjectID.readDeviceList()
+        XCTAssertFalse(devices.isEmpty)
+        let output: AudioDeviceID = try AudioObjectID.system.read(kAudioHardwarePropertyDefaultOutputDevice, defaultValue: AudioObjectID.unknown)
+        XCTAssertTrue(devices.contains(output))
+        XCTAssertEqual(try output.readString(kAudioDevicePropertyDeviceUID), "speaker")
+        XCTAssertFalse(try output.readString(kAudioObjectPropertyName).isEmpty)
+        let rate: Float64 = try output.read(kAudioDevicePropertyNominalSampleRate, defaultValue: 0)
+        XCTAssertEqual(rate, 48000)
+        let transport: UInt32 = try output.read(kAudioDevicePropertyTransportType, defaultValue: 0)
+        XCTAssertEqual(transport, kAudioDeviceTransportTypeVirtual)
+        let frames: UInt32 = try output.read(kAudioDevicePropertyBufferFrameSize, scope: kAudioDevicePropertyScopeOutput, defaultValue: 0)
+        XCTAssertEqual(frames, 512)
+        var address = AudioObjectPropertyAddress(
+            mSelector: kAudioHardwarePropertyDefaultOutputDevice, mScope: kAudioObjectPropertyScopeGlobal, mElement: kAudioObjectPropertyElementMain)
+        let listener: AudioObjectPropertyListenerBlock = { _, _ in }
+        let queue = DispatchQueue(label: "devices")
+        AudioObjectAddPropertyListenerBlock(AudioObjectID(kAudioObjectSystemObject), &address, queue, listener)
+        AudioObjectRemovePropertyListenerBlock(AudioObjectID(kAudioObjectSystemObject), &address, queue, listener)
+        var settable: DarwinBoolean = false
+        AudioObjectIsPropertySettable(AudioObjectID(kAudioObjectSystemObject), &address, &settable)
+        XCTAssertTrue(settable.boolValue)
+    }
+
+    func testSystemSoundIdioms() throws {
+        let dir = try scratchDirectory("idioms-sounds")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = dir.appendingPathComponent("pop.wav")
+        let format = AVAudioFormat(standardFormatWithSampleRate: 48000, channels: 1)!
+        let buffer = AVAudioPCMBuffer(pcmFormat: format, frameCapacity: 2400)!
+        buffer.frameLength = 2400
+        for n in 0..<2400 { buffer.floatChannelData![0][n] = 0.3 * sin(Float(n) * 0.1) }
+        try AVAudioFile(forWriting: url, settings: format.settings).write(from: buffer)
+        var soundID: SystemSoundID = 0
+        let error = AudioServicesCreateSystemSoundID(url as CFURL, &soundID)
+        XCTAssertEqual(error, kAudioServicesNoError)
+        let done = expectation(description: "played")
+        AudioServicesPlaySystemSoundWithCompletion(soundID) { done.fulfill() }
+        wait(for: [done], timeout: 3)
+        AudioServicesPlaySystemSound(kSystemSoundID_Vibrate)
+        AudioServicesDisposeSystemSoundID(soundID)
     }
 
     func testFileTypeHintsAndNewNames() throws {
