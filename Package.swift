@@ -80,7 +80,7 @@ let package = Package(
         .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
 
         .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),
-        .testTarget(name: "CoreAudioTests", dependencies: ["CoreAudio", "AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
+        .testTarget(name: "CoreAudioTests", dependencies: ["CoreAudio", "AudioHAL", "AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(name: "AudioHALTests", dependencies: ["AudioHAL", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(name: "AVFAudioTests", dependencies: ["AVFAudio", "AudioHAL", "AudioTestSupport"], swiftSettings: strict),
         .testTarget(name: "AudioFileTests", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),

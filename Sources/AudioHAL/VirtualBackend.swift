@@ -41,8 +41,8 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
     /// A backend with one output, `virtual` (a speaker), and one input, `virtual.mic` (a
     /// microphone), both at `sampleRate` with `channels` channels.
     package init(sampleRate: Double = 48000, channels: Int = 2) {
-        device = HALDeviceInfo(name: "virtual", description: "Virtual speaker", sampleRate: sampleRate, channels: channels, kind: .speaker)
-        let mic = HALDeviceInfo(name: "virtual.mic", description: "Virtual microphone", sampleRate: sampleRate, channels: channels, kind: .microphone)
+        device = Self.withVolumes(HALDeviceInfo(name: "virtual", description: "Virtual speaker", sampleRate: sampleRate, channels: channels, kind: .speaker))
+        let mic = Self.withVolumes(HALDeviceInfo(name: "virtual.mic", description: "Virtual microphone", sampleRate: sampleRate, channels: channels, kind: .microphone))
         scene = Mutex(Scene(outputs: [device], inputs: [mic], defaultOutput: device.name, defaultInput: mic.name))
     }
 
@@ -65,9 +65,17 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
 
     package func devices(output: Bool) -> [HALDeviceInfo] { scene.withLock { output ? $0.outputs : $0.inputs } }
 
+    /// A device as a server has it: every channel at 100 % unless said otherwise.
+    private static func withVolumes(_ device: HALDeviceInfo) -> HALDeviceInfo {
+        var device = device
+        if device.volumes.isEmpty { device.volumes = Array(repeating: 1, count: device.channels) }
+        return device
+    }
+
     /// Plugs in `device` as an output (or an input), the default one when `makeDefault`, and
     /// raises ``HALEvents/Kind/devices``. A device of the same name is replaced.
     package func plug(_ device: HALDeviceInfo, output: Bool = true, makeDefault: Bool = true) {
+        let device = Self.withVolumes(device)
         scene.withLock { s in
             if output {
                 s.outputs.removeAll { $0.name == device.name }

@@ -40,6 +40,11 @@ final class HardwareNotifier: @unchecked Sendable {
     }
 
     private let listeners = Mutex<[Listener]>([])
+    /// The backend whose events the thread follows now.
+    private let followed = Mutex<(any AudioBackend)?>(nil)
+
+    /// Whether the thread follows `backend`'s events now (for tests that switch environments).
+    func isFollowing(_ backend: any AudioBackend) -> Bool { followed.withLock { $0 === backend } }
     private let started = Atomic<Bool>(false)
 
     func add(_ listener: Listener) { listeners.withLock { $0.append(listener) } }
@@ -57,30 +62,31 @@ final class HardwareNotifier: @unchecked Sendable {
     /// so that a change made from here on is seen.
     func start() {
         guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let first = Self.follow()
+        let first = follow()
         let thread = Thread { [self] in run(following: first) }
         thread.name = "CoreAudio notifications"
         thread.start()
     }
 
     /// Subscribes to the current environment's backend, connecting it if need be.
-    private static func follow() -> (any AudioBackend, HALEvents.Subscription)? {
+    private func follow() -> (any AudioBackend, HALEvents.Subscription)? {
         guard let backend = try? AudioSystem.current.backend(), let subscription = backend.events.subscribe() else { return nil }
+        followed.withLock { $0 = backend }
         return (backend, subscription)
     }
 
     private func run(following first: (any AudioBackend, HALEvents.Subscription)?) {
-        var followed = first
+        var following = first
         var told = (try? Hardware.shared.snapshot()) ?? HardwareSnapshot()
         var backoff = 0.05
         while true {
-            guard let (backend, subscription) = followed else {
+            guard let (backend, subscription) = following else {
                 // No server: nothing exists to wait on until one answers (as the audio session's
                 // event thread, this retries, 50 ms doubling to 1 s).
                 Thread.sleep(forTimeInterval: backoff)
                 backoff = min(backoff * 2, 1)
-                followed = Self.follow()
-                if followed != nil {
+                following = follow()
+                if following != nil {
                     backoff = 0.05
                     Hardware.shared.invalidate()
                     told = notify(since: told)
@@ -91,12 +97,13 @@ final class HardwareNotifier: @unchecked Sendable {
             let raised = subscription.take()
             if raised.contains(.retired) || raised.contains(.serverLost) {
                 backend.events.unsubscribe(subscription)
-                followed = nil
+                followed.withLock { $0 = nil }
+                following = nil
             }
             guard !raised.intersection([.devices, .retired, .serverLost]).isEmpty else { continue }
             Hardware.shared.invalidate()
-            if followed == nil { followed = Self.follow() }
-            if followed != nil { told = notify(since: told) }
+            if following == nil { following = follow() }
+            if following != nil { told = notify(since: told) }
         }
     }
 
