@@ -15,7 +15,7 @@ enum Bench {
 
     static func main(_ arguments: [String]) {
         let short = arguments.contains("--short")
-        // `--only latency|underruns|cpu|convert|player` runs one section (for profiling one figure);
+        // `--only latency|underruns|cpu|convert|player|systemsound` runs one section (for profiling one figure);
         // `underruns` is the dropout count on the sink.
         let only = arguments.firstIndex(of: "--only").flatMap { i in i + 1 < arguments.count ? arguments[i + 1] : nil }
         func wanted(_ section: String) -> Bool { only == nil || only == section }
@@ -136,6 +136,23 @@ enum Bench {
                            mp3Seconds, cpu.ours, cpu.paplay, ratio(cpu.ours, cpu.paplay)))
             } catch {
                 failures.append("player: \(error)")
+            }
+        }
+
+        // 6. System sounds: from the call to the first sound, beside paplay and pactl play-sample.
+        if wanted("systemsound") {
+            say("")
+            do {
+                let file = try SystemSoundBench.makeFile()
+                defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+                let runs = short ? 3 : 9
+                let start = try SystemSoundBench.startLatency(server: handle, file: file, runs: runs)
+                func ms(_ x: Double?) -> String { x.map { String(format: "%.1f ms", $0) } ?? "not heard" }
+                say("System sound, time from AudioServicesPlaySystemSound to the first sound on the sink (median of \(runs), a 0.2 s 16-bit WAV):")
+                say("  ours \(ms(start.ours)), paplay \(ms(start.paplay)), pactl play-sample \(ms(start.pactl)); ours/pactl ratio \(start.ours.flatMap { o in start.pactl.map { ratio(o, $0) } } ?? "n/a") (target ≤ 1; both anchors start a process and connect)")
+                if start.ours == nil || start.pactl == nil { failures.append("system sound start latency: no sound was heard") }
+            } catch {
+                failures.append("systemsound: \(error)")
             }
         }
 
