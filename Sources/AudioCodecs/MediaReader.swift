@@ -41,7 +41,14 @@ package final class MediaReader {
     /// The packets' frames added up (computed once: ExtAudioFile asks on every read).
     package let totalFrames: Int
     package let dataByteCount: Int64
+    /// The largest packet in the file (from the packet table built when it opened).
     package let maximumPacketSize: Int
+    /// Audio streams in the file (the first is the one read).
+    package let audioStreamCount: Int
+    /// Whether the audio data ends the file: its packets are plain byte ranges of the file and
+    /// the last of them ends where the file ends (MP4 with its index after the audio, MP3 with a
+    /// trailing tag, Ogg's pages: no).
+    package let audioDataIsLast: Bool
 
     package init(path: String) throws(CodecError) {
         _ = quietFFmpeg
@@ -75,6 +82,11 @@ package final class MediaReader {
             close(fd)
             throw CodecError(.invalidData, "\(path): the audio stream declares \(par.pointee.sample_rate) Hz and \(channels) channels")
         }
+        var audioStreams = 0
+        for i in 0..<Int(ctx.pointee.nb_streams) where ctx.pointee.streams[i]?.pointee.codecpar?.pointee.codec_type == AVMEDIA_TYPE_AUDIO {
+            audioStreams += 1
+        }
+        audioStreamCount = audioStreams
         containerName = String(cString: ctx.pointee.iformat.pointee.name)
         formatID = id
         sampleRate = Double(par.pointee.sample_rate)
@@ -185,6 +197,10 @@ package final class MediaReader {
         // Bounded: a damaged stream can declare a rate that makes its packets last almost no time.
         let measured = seconds > 0 ? Double(bytes) * 8 / seconds : 0
         bitRate = par.pointee.bit_rate > 0 ? Int(par.pointee.bit_rate) : (measured < Double(Int.max) ? Int(measured) : Int.max)
+        var st = stat()
+        let fileSize = fstat(fd, &st) == 0 ? Int64(st.st_size) : -1
+        let dataEnd = table.map { $0.offset + Int64($0.size) }.max() ?? -1
+        audioDataIsLast = !inMemory && !table.isEmpty && dataEnd == fileSize
         if inMemory { close(fd) }
     }
 

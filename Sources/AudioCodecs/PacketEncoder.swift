@@ -16,6 +16,12 @@ package final class PacketEncoder {
     package let bitRate: Int
     /// Frames given to ``encode(_:frames:_:)`` so far.
     package private(set) var framesIn = 0
+    /// Frames the packets emitted so far decode to (priming and end padding included): whole
+    /// packets for codecs of fixed packet size (FFmpeg shortens the last packets' durations to
+    /// the input, but a decoder returns every frame of them).
+    package private(set) var framesOut = 0
+    /// Whether ``finish(_:)`` has drained the codec.
+    package private(set) var finished = false
     private let bits: Int
     private var context: UnsafeMutablePointer<AVCodecContext>?
     private var frame: UnsafeMutablePointer<AVFrame>?
@@ -99,6 +105,42 @@ package final class PacketEncoder {
         av_packet_free(&packet)
     }
 
+    /// The largest packet this encoder can produce, in bytes, as the codec bounds it: AAC's 6144
+    /// bits per channel (FFmpeg's encoder keeps to it), the maximum frame size ALAC's and FLAC's
+    /// encoders declare in their configuration, a constant-bit-rate MP3 frame with its padding
+    /// slot, Opus's largest packet per stream as FFmpeg's libopus wrapper allows it, or the
+    /// constant packet size of the other formats. `nil` when the codec states no bound.
+    package var maximumPacketSize: Int? {
+        guard let context else { return nil }
+        let extradata = context.pointee.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(context.pointee.extradata_size))) } ?? []
+        switch formatID {
+        case kAudioFormatMPEG4AAC: return 768 * channels
+        case kAudioFormatAppleLossless:
+            // 'alac' atom (12 bytes) + ALACSpecificConfig: maxFrameBytes at byte 12 of the config.
+            guard extradata.count >= 28 else { return nil }
+            let bound = extradata[24..<28].reduce(0) { $0 << 8 | Int($1) }
+            return bound > 0 ? bound : nil
+        case kAudioFormatFLAC:
+            // STREAMINFO: maximum frame size, 24 bits at byte 7 (known to the encoder from the start).
+            guard extradata.count >= 10 else { return nil }
+            let bound = extradata[7..<10].reduce(0) { $0 << 8 | Int($1) }
+            return bound > 0 ? bound : nil
+        case kAudioFormatMPEGLayer3:
+            guard bitRate > 0 else { return nil }
+            // 1152 frames (MPEG-1) or 576 (MPEG-2/2.5) at the bit rate, plus the padding slot.
+            let samples = sampleRate >= 32000 ? 1152 : 576
+            return samples / 8 * bitRate / sampleRate + 1
+        case kAudioFormatOpus:
+            // OpusHead: channel mapping family at byte 18; with one, the stream count at 19.
+            let streams = extradata.count >= 21 && extradata[18] != 0 ? Int(extradata[19]) : 1
+            return (1275 * 3 + 7) * max(streams, 1)
+        default:
+            let info = CodecCatalog.info(formatID)
+            guard let info, info.bytesPerPacketPerChannel > 0 else { return nil }
+            return info.bytesPerPacketPerChannel * channels
+        }
+    }
+
     /// Apple's magic cookie for the stream (AAC's ES descriptor, ALAC's config…), empty when the
     /// format has none. Known once the encoder is open.
     package var cookie: [UInt8] {
@@ -177,6 +219,7 @@ package final class PacketEncoder {
         let status = avcodec_send_frame(context, nil)
         guard status >= 0 || status == oav_averror_eof() else { throw CodecError("finishing the encoder", code: status) }
         try receive(emit)
+        finished = true
         return padding
     }
 
@@ -216,6 +259,7 @@ package final class PacketEncoder {
             guard status >= 0 else { throw CodecError("encoding", code: status) }
             defer { av_packet_unref(packet) }
             let frames = packet.pointee.duration > 0 ? Int(packet.pointee.duration) : framesPerPacket
+            framesOut += framesPerPacket > 0 ? framesPerPacket : frames
             try emit(UnsafeRawBufferPointer(start: packet.pointee.data, count: Int(packet.pointee.size)), frames)
         }
     }

@@ -71,6 +71,12 @@ package final class SampleRateConverter {
         return Int(produced)
     }
 
+    /// Input frames the filter holds: what it still owes for the input so far, at the input rate.
+    package var heldInputFrames: Int {
+        guard let context else { return 0 }
+        return Int(swr_get_delay(context, Int64(inputRate)))
+    }
+
     /// Appends the frames still inside the filter at the end of the stream.
     @discardableResult
     package func finish(into output: inout [Float]) throws -> Int {

@@ -44,9 +44,12 @@ final class AudioQueueCodec {
         }
     }
 
-    /// The largest packet the format can produce (recording buffers are sized from it).
+    /// The largest packet of the format (recording buffers are sized from it): for recording,
+    /// what the encoder can produce (``ConverterCore/maximumOutputPacketSize``); for playback,
+    /// the format's bound (AAC's 6144 bits per channel).
     var maximumPacketSize: Int {
         if format.mBytesPerPacket > 0 { return Int(format.mBytesPerPacket) }
+        if !isOutput, let size = core.maximumOutputPacketSize { return size }
         switch format.mFormatID {
         case kAudioFormatMPEG4AAC: return 768 * Int(format.mChannelsPerFrame)
         default: return max(8192, 1536 * Int(format.mChannelsPerFrame))

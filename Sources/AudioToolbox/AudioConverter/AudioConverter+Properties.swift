@@ -18,10 +18,10 @@ private func propertyBytes(_ id: AudioConverterPropertyID, _ core: ConverterCore
         guard !core.sourceIsPCM else { return nil }
         return core.decompressionCookie
     case kAudioConverterPrimeInfo:
-        return bytes(AudioConverterPrimeInfo(leadingFrames: UInt32(core.primingFrames), trailingFrames: 0))
+        return bytes(AudioConverterPrimeInfo(leadingFrames: UInt32(core.primingFrames), trailingFrames: UInt32(clamping: core.trailingFrames)))
     case kAudioConverterPropertyMaximumOutputPacketSize:
-        let d = core.destination
-        return bytes(UInt32(d.mBytesPerPacket > 0 ? Int(d.mBytesPerPacket) : max(Int(d.mChannelsPerFrame) * 768, 8192)))
+        guard let size = core.maximumOutputPacketSize else { return nil }
+        return bytes(UInt32(clamping: size))
     case kAudioConverterPropertyMaximumInputPacketSize:
         let s = core.source
         return bytes(UInt32(s.mBytesPerPacket > 0 ? Int(s.mBytesPerPacket) : max(Int(s.mChannelsPerFrame) * 768, 8192)))

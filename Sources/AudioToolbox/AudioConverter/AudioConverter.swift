@@ -19,6 +19,15 @@ public typealias AudioConverterComplexInputDataProc = @convention(c) (
     UnsafeMutablePointer<UnsafeMutablePointer<AudioStreamPacketDescription>?>?, UnsafeMutableRawPointer?
 ) -> OSStatus
 
+/// `kAudioConverterPrimeInfo`. `leadingFrames` is an encoder's delay (the priming frames at the
+/// start of its output, 1024 for FFmpeg's AAC encoder). `trailingFrames` is what the conversion
+/// holds or adds past the last input frame: for an encoder, the remainder frames of its stream
+/// (the padding of its last packet plus what its look-ahead flushes: what a packet table records
+/// as `mRemainderFrames`), known once the input has ended (`AudioConverterFillComplexBuffer`
+/// saw the input proc return no more data) and 0 before; for a sample rate conversion, the input
+/// frames its filter still holds, which the converter flushes with silence at the end, as
+/// Apple's does; 0 for conversions that hold nothing (linear PCM, and FFmpeg's decoders, which
+/// return every frame of a packet as it is decoded).
 public struct AudioConverterPrimeInfo: Sendable {
     public var leadingFrames: UInt32
     public var trailingFrames: UInt32

@@ -113,6 +113,22 @@ final class ConverterCore {
     /// Frames of encoder delay at the start of the output (AAC's priming), once known.
     var primingFrames: Int { (try? openEncoder())?.primingFrames ?? 0 }
 
+    /// `AudioConverterPrimeInfo.trailingFrames`: frames the conversion holds or adds past the last
+    /// input frame. An encoder's is its stream's remainder (the frames it emits beyond its priming
+    /// and the input: the padding of its last packet and what its look-ahead flushes), known once
+    /// the input has ended; a sample rate converter's is the input its filter still holds.
+    var trailingFrames: Int {
+        if let encoder, encoder.finished { return max(encoder.framesOut - encoder.primingFrames - encoder.framesIn, 0) }
+        return resampler?.heldInputFrames ?? 0
+    }
+
+    /// The largest packet the destination format's encoder can produce (see
+    /// ``PacketEncoder/maximumPacketSize``), or its constant packet size.
+    var maximumOutputPacketSize: Int? {
+        if destination.mBytesPerPacket > 0 { return Int(destination.mBytesPerPacket) }
+        return (try? openEncoder())?.maximumPacketSize
+    }
+
     /// The destination's magic cookie (after the encoder opens).
     var compressionCookie: [UInt8] { (try? openEncoder())?.cookie ?? [] }
 

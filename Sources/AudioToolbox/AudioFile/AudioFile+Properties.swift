@@ -22,7 +22,7 @@ private func value(_ id: AudioFilePropertyID, of c: any AudioFileContainer) thro
     switch id {
     case kAudioFilePropertyFileFormat: return .bytes(bytes(c.fileType), writable: false)
     case kAudioFilePropertyDataFormat: return .bytes(bytes(f), writable: true)
-    case kAudioFilePropertyIsOptimized: return .bytes(bytes(UInt32(1)), writable: false)
+    case kAudioFilePropertyIsOptimized: return .bytes(bytes(UInt32(c.isOptimized ? 1 : 0)), writable: false)
     case kAudioFilePropertyMagicCookieData:
         guard !c.magicCookie.isEmpty else { throw AudioFailure(kAudioFileUnsupportedPropertyError, "the file has no magic cookie") }
         return .bytes(c.magicCookie, writable: true)
@@ -62,8 +62,8 @@ private func value(_ id: AudioFilePropertyID, of c: any AudioFileContainer) thro
             : (f.mFormatID == kAudioFormatAppleLossless || f.mFormatID == kAudioFormatFLAC) ? ([1: 16, 2: 20, 3: 24, 4: 32][f.mFormatFlags] ?? 0) : 0
         guard bits > 0 else { throw AudioFailure(kAudioFileUnsupportedPropertyError, "the format has no source bit depth") }
         return .bytes(bytes(bits), writable: false)
-    case kAudioFilePropertyAudioTrackCount: return .bytes(bytes(UInt32(1)), writable: false)
-    case kAudioFilePropertyDeferSizeUpdates: return .bytes(bytes(UInt32(0)), writable: true)
+    case kAudioFilePropertyAudioTrackCount: return .bytes(bytes(UInt32(c.audioTrackCount)), writable: false)
+    case kAudioFilePropertyDeferSizeUpdates: return .bytes(bytes(UInt32(c.deferSizeUpdates ? 1 : 0)), writable: true)
     case kAudioFilePropertyInfoDictionary:
         var info = c.info
         let seconds = (try? value(kAudioFilePropertyEstimatedDuration, of: c)).flatMap { v -> Double? in
@@ -121,8 +121,15 @@ public func AudioFileGetProperty(
 }
 
 /// Sets DataFormat (before any audio is written), MagicCookieData, ChannelLayout, PacketTableInfo,
-/// InfoDictionary (a `CFDictionary` reference) or DeferSizeUpdates (accepted; sizes are kept
-/// current after every write regardless, so a crash never loses data).
+/// InfoDictionary (a `CFDictionary` reference) or DeferSizeUpdates.
+///
+/// DeferSizeUpdates 1 writes the header's sizes only when the file closes (or when it is set back
+/// to 0), as Apple's does; 0, the default, keeps them current after every write. The trade-off is
+/// crash safety: a WAVE file cut short while deferring still reads to its end (a data size of 0
+/// marks an unfinished recording), but an AIFF file's header then says it holds no audio. CAF is
+/// the same either way (its data chunk says "size unknown, to the end of the file" until it
+/// closes). Files written through FFmpeg (M4A, FLAC, MP3, ADTS) always write their sizes at close:
+/// they report 1 and refuse 0 with `kAudioFileOperationNotSupportedError`.
 @discardableResult
 public func AudioFileSetProperty(
     _ inAudioFile: AudioFileID, _ inPropertyID: AudioFilePropertyID, _ inDataSize: UInt32, _ inPropertyData: UnsafeRawPointer
@@ -139,7 +146,7 @@ public func AudioFileSetProperty(
         case kAudioFilePropertyPacketTableInfo:
             try c.setPacketTableInfo(try load(AudioFilePacketTableInfo.self, inDataSize, inPropertyData))
         case kAudioFilePropertyDeferSizeUpdates:
-            _ = try load(UInt32.self, inDataSize, inPropertyData)
+            try c.setDeferSizeUpdates(try load(UInt32.self, inDataSize, inPropertyData) != 0)
         case kAudioFilePropertyInfoDictionary:
             guard Int(inDataSize) >= MemoryLayout<UnsafeRawPointer>.size else {
                 throw AudioFailure(kAudioFileBadPropertySizeError, "the info dictionary is passed by reference")
@@ -155,7 +162,8 @@ public func AudioFileSetProperty(
             try c.setInfo(info)
         case kAudioFilePropertyFileFormat, kAudioFilePropertyAudioDataByteCount, kAudioFilePropertyAudioDataPacketCount,
             kAudioFilePropertyMaximumPacketSize, kAudioFilePropertyDataOffset, kAudioFilePropertyIsOptimized,
-            kAudioFilePropertyEstimatedDuration, kAudioFilePropertyBitRate, kAudioFilePropertyPacketSizeUpperBound:
+            kAudioFilePropertyEstimatedDuration, kAudioFilePropertyBitRate, kAudioFilePropertyPacketSizeUpperBound,
+            kAudioFilePropertyAudioTrackCount:
             throw AudioFailure(kAudioFileUnsupportedPropertyError, "property '\(inPropertyID.fourCharCodeString)' is read-only")
         default:
             throw AudioFailure(kAudioFileUnsupportedPropertyError, "property '\(inPropertyID.fourCharCodeString)' is not supported")

@@ -16,6 +16,14 @@ protocol AudioFileContainer: AnyObject {
     var info: [String: String] { get }
     /// Bits per second of the audio data.
     var bitRate: Int { get }
+    /// `kAudioFilePropertyIsOptimized`: the audio data ends the file and the header states its
+    /// size, so audio can be appended with nothing to move.
+    var isOptimized: Bool { get }
+    /// Audio streams in the file (`kAudioFilePropertyAudioTrackCount`).
+    var audioTrackCount: Int { get }
+    /// `kAudioFilePropertyDeferSizeUpdates`: the header's sizes are written only when the file closes.
+    var deferSizeUpdates: Bool { get }
+    func setDeferSizeUpdates(_ deferred: Bool) throws(AudioFailure)
     /// Size in bytes of packet `index` and its frame count (for VBR formats); `nil` when out of range.
     func packetSize(_ index: Int64) -> (bytes: Int, frames: Int)?
     /// Copies the bytes of `count` packets starting at `start` to `destination`; returns bytes copied.

@@ -38,6 +38,7 @@ final class CAFFile: ChunkFile {
             if size == -1 {
                 guard type == fourCC("data") else { throw AudioFailure(kAudioFileInvalidChunkError, "a CAF chunk other than data has unknown size") }
                 size = fileSize - body
+                dataSizeUnknown = true
             }
             guard size >= 0 else { throw AudioFailure(kAudioFileInvalidChunkError, "a CAF chunk has a negative size") }
             let available = min(size, fileSize - body)
@@ -187,6 +188,22 @@ final class CAFFile: ChunkFile {
         }
     }
 
+    override var allowedTrailingBytes: Int64 { 0 }
+
+    /// A file opened to append whose data chunk states a size keeps it current (a new file's
+    /// says "unknown" until it closes).
+    override func updateSizes() throws(AudioFailure) {
+        guard !dataSizeUnknown, dataChunkStart > 0 else { return }
+        var size = ByteWriter()
+        size.be(dataByteCount + 4)
+        try pwriteAll(size.bytes, at: dataChunkStart - 8)
+    }
+
+    override func writeHeader() throws(AudioFailure) {
+        try super.writeHeader()
+        dataSizeUnknown = true  // the data chunk's size is -1 until the file closes
+    }
+
     override func header() -> [UInt8] {
         var w = ByteWriter()
         w.fourCC("caff")
@@ -246,6 +263,7 @@ final class CAFFile: ChunkFile {
         var size = ByteWriter()
         size.be(dataByteCount + 4)
         try pwriteAll(size.bytes, at: dataChunkStart - 8)
+        dataSizeUnknown = false
         var tail = ByteWriter()
         if isVBR || packetTable != nil && lateChunks {
             var body = ByteWriter()

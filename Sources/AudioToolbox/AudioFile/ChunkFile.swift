@@ -22,6 +22,14 @@ class ChunkFile: AudioFileContainer {
     var packets: [(offset: Int64, size: Int32, frames: Int32)] = []
     private var headerWritten = false
     var isVBR: Bool { format.isVariablePacketSize }
+    /// `kAudioFilePropertyDeferSizeUpdates`: the header's sizes are written when the file closes
+    /// instead of after every write.
+    private(set) var deferSizeUpdates = false
+    /// Sizes deferred by ``deferSizeUpdates`` and not yet written.
+    private var sizesPending = false
+    /// The data chunk on disk says "size unknown, to the end of the file": CAF's -1 while it is
+    /// written, WAVE's 0 of a recording that was never finished.
+    var dataSizeUnknown = false
 
     // MARK: What each container defines
 
@@ -43,10 +51,15 @@ class ChunkFile: AudioFileContainer {
     /// "unknown" until close).
     func updateSizes() throws(AudioFailure) {}
 
+    /// Bytes after the audio data that a finished file of this container may hold and still
+    /// have its data last (IFF's pad byte after an odd-sized chunk).
+    var allowedTrailingBytes: Int64 { dataByteCount & 1 }
+
     /// Finishes the headers of a writable file when it closes: by default the sizes, and the pad
     /// byte an odd-sized data chunk takes.
     func finish() throws(AudioFailure) {
         try updateSizes()
+        sizesPending = false
         if dataByteCount & 1 == 1 { try pwriteAll([0], at: dataOffset + dataByteCount) }
     }
 
@@ -233,9 +246,33 @@ class ChunkFile: AudioFileContainer {
         let end = start + Int64(bytes.count)
         if end > dataByteCount {
             dataByteCount = end
-            try updateSizes()
+            if deferSizeUpdates {
+                sizesPending = true
+            } else {
+                try updateSizes()
+            }
         }
     }
+
+    /// Sets `kAudioFilePropertyDeferSizeUpdates`. Turning it off brings deferred sizes up to date.
+    func setDeferSizeUpdates(_ deferred: Bool) throws(AudioFailure) {
+        guard writable else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+        deferSizeUpdates = deferred
+        if !deferred && sizesPending {
+            try updateSizes()
+            sizesPending = false
+        }
+    }
+
+    /// `kAudioFilePropertyIsOptimized`: the audio data is the file's last chunk and the header
+    /// states its size, so more audio can be appended at the end with nothing to move.
+    var isOptimized: Bool {
+        guard !sizesPending, !dataSizeUnknown else { return false }
+        let trailing = Self.fileSize(fd) - (dataOffset + dataByteCount)
+        return trailing >= 0 && trailing <= allowedTrailingBytes
+    }
+
+    var audioTrackCount: Int { 1 }
 
     func setMagicCookie(_ cookie: [UInt8]) throws(AudioFailure) {
         guard writable else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }

@@ -127,6 +127,27 @@ final class CodecFile: AudioFileContainer {
     var channelLayout: [UInt8]? { nil }
     var info: [String: String] { reader?.metadata ?? [:] }
 
+    /// Read: whether the audio data ends the file (see ``MediaReader/audioDataIsLast``). Written:
+    /// never before it closes, as the muxer writes its index (MP4's `moov`, FLAC's STREAMINFO
+    /// sizes, MP3's Xing frame) when it finishes.
+    var isOptimized: Bool { reader?.audioDataIsLast ?? false }
+
+    /// What FFmpeg finds in the file; a file written here holds one stream.
+    var audioTrackCount: Int { reader?.audioStreamCount ?? 1 }
+
+    /// A file being written always updates its sizes only when it closes (the muxers write them
+    /// in their trailer), so that is what it reports; one being read updates nothing.
+    var deferSizeUpdates: Bool { reader == nil }
+
+    /// 1 is what the muxers do; 0 (sizes current after every write) cannot be honoured:
+    /// `kAudioFileOperationNotSupportedError`.
+    func setDeferSizeUpdates(_ deferred: Bool) throws(AudioFailure) {
+        guard reader == nil else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading only") }
+        guard deferred else {
+            throw AudioFailure(kAudioFileOperationNotSupportedError, "'\(fileType.fourCharCodeString)' files record their sizes when they close")
+        }
+    }
+
     var packetTableInfo: AudioFilePacketTableInfo? {
         if let table { return table }
         guard let reader else { return nil }

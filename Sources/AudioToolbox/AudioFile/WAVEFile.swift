@@ -25,6 +25,7 @@ final class WAVEFile: ChunkFile {
                 // A size of 0 or 0xFFFFFFFF with data following: a recording that was not finalized.
                 let unfinished = size == 0 || size == 0xFFFF_FFFF
                 dataByteCount = unfinished ? fileSize - body : min(size, fileSize - body)
+                dataSizeUnknown = unfinished
                 sawData = true
                 if unfinished { return false }
             }
@@ -130,5 +131,6 @@ final class WAVEFile: ChunkFile {
     override func updateSizes() throws(AudioFailure) {
         try writeField32(dataOffset + dataByteCount - 8, at: 4, bigEndian: false)  // RIFF
         try writeField32(dataByteCount, at: dataOffset - 4, bigEndian: false)  // data
+        dataSizeUnknown = false
     }
 }
