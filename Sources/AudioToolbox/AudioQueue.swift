@@ -167,7 +167,11 @@ public func AudioQueueEnqueueBuffer(
 /// Adds a playback buffer with trimming, per-buffer parameters and a start time.
 ///
 /// `inTrimFramesAtStart`/`AtEnd` frames are left out. Parameter events apply to this buffer only:
-/// `kAudioQueueParam_Volume` is a gain on its samples, `kAudioQueueParam_Pan` its stereo position.
+/// `kAudioQueueParam_Volume` is a gain on its samples, `kAudioQueueParam_Pan` its stereo position,
+/// and `kAudioQueueParam_VolumeRampTime` (seconds) makes the gain change at this buffer ramp,
+/// linearly from the gain the previous buffer ended at (1 for a buffer without a volume event) to
+/// this buffer's, starting at its first frame; a ramp longer than the buffer reaches only part of
+/// the way, and the next buffer starts its own change from there.
 /// `inStartTime` (sample time on the queue's timeline) delays the buffer until then, with silence
 /// before it; `outActualStartTime` receives the queue sample time it will start at.
 @discardableResult

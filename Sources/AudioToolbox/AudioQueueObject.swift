@@ -82,6 +82,9 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
     var deviceName: String?
     /// `kAudioQueueProperty_EnableTimePitch` and its parameters. Guarded by `lock`.
     let timePitch: QueueTimePitch
+    /// The per-buffer gain (``AudioQueueEnqueueBufferWithParameters``' `kAudioQueueParam_Volume`)
+    /// at the end of the last buffer enqueued: where the next buffer's ramp starts. Guarded by `lock`.
+    private var bufferGain: Float = 1
     /// Queue sample time just after the last enqueued buffer (for "actual start time").
     private var scheduledEnd: Int64 = 0
     /// Host time of the last timing refresh of the stream.
@@ -268,23 +271,34 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
             let trims = Int(options.trimStart) + Int(options.trimEnd)
             guard trims <= frames else { return .failure(StatusError(kAudio_ParamError)) }
             var gain: Float = 1
+            var rampTime: Float = 0
             for event in options.parameters {
                 switch event.mID {
                 case kAudioQueueParam_Volume: gain = max(0, event.mValue)
                 case kAudioQueueParam_Pan: item.pan = min(max(event.mValue, -1), 1)
-                case kAudioQueueParam_VolumeRampTime: break
+                case kAudioQueueParam_VolumeRampTime:
+                    guard event.mValue.isFinite else { return .failure(StatusError(kAudio_ParamError)) }
+                    rampTime = max(0, event.mValue)
                 default: return .failure(StatusError(kAudioQueueErr_InvalidParameter))
                 }
             }
             item.frames = frames - trims
+            let ramp = BufferGainRamp(from: bufferGain, to: gain, frames: Int((Double(rampTime) * pcm.sampleRate).rounded()))
             if codec != nil {
                 // Decoded already: trim and apply the gain in place.
                 let channels = pcm.channels
                 if options.trimStart > 0 { slot.staging.update(from: slot.staging + Int(options.trimStart) * channels, count: item.frames * channels) }
-                if gain != 1 { for i in 0..<(item.frames * channels) { slot.staging[i] *= gain } }
+                if ramp.isRamp {
+                    ramp.apply(to: slot.staging, frames: item.frames, channels: channels)
+                } else if gain != 1 {
+                    for i in 0..<(item.frames * channels) { slot.staging[i] *= gain }
+                }
             } else {
-                pcm.decode(buffer.pointee.mAudioData + Int(options.trimStart) * pcm.bytesPerFrame, frames: item.frames, into: slot.staging, gain: gain)
+                let start = buffer.pointee.mAudioData + Int(options.trimStart) * pcm.bytesPerFrame
+                pcm.decode(start, frames: item.frames, into: slot.staging, gain: ramp.isRamp ? 1 : gain)
+                if ramp.isRamp { ramp.apply(to: slot.staging, frames: item.frames, channels: pcm.channels) }
             }
+            bufferGain = ramp.gain(after: item.frames)
             if timePitch.isActive {
                 item.frames = timePitch.process(&slot.staging, frames: item.frames, capacity: &slot.capacityFrames)
                 item.samples = slot.staging
@@ -306,6 +320,34 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
         slot.enqueued = true
         if isOutput && engine.takeRefillRequest() { stream?.refill() }
         return .success(actual)
+    }
+
+    /// A per-buffer gain change: from the previous buffer's gain to this buffer's over
+    /// `kAudioQueueParam_VolumeRampTime` seconds from the buffer's first frame (linear in
+    /// amplitude, as the queue's own volume ramp).
+    struct BufferGainRamp {
+        let from: Float
+        let to: Float
+        let frames: Int
+        init(from: Float, to: Float, frames: Int) {
+            self.from = from
+            self.to = to
+            self.frames = frames
+        }
+        var isRamp: Bool { frames > 0 && from != to }
+        /// The gain of frame `index` (counted from 0); the ramp reaches `to` at frame `frames - 1`.
+        func gain(at index: Int) -> Float {
+            guard isRamp, index < frames - 1 else { return to }
+            return from + (to - from) * Float(index + 1) / Float(frames)
+        }
+        /// The gain after the last of `count` frames.
+        func gain(after count: Int) -> Float { count > 0 ? gain(at: count - 1) : from }
+        func apply(to samples: UnsafeMutablePointer<Float>, frames count: Int, channels: Int) {
+            for f in 0..<count {
+                let g = gain(at: f)
+                for c in 0..<channels { samples[f * channels + c] *= g }
+            }
+        }
     }
 
     // MARK: Stream

@@ -69,6 +69,39 @@ final class OfflineRenderTests: XCTestCase {
         XCTAssertEqual(log.returned, [ba, bb, bc], "callbacks in enqueue order, each buffer once")
     }
 
+    /// A per-buffer volume change with a ramp time: the gain moves linearly from the previous
+    /// buffer's to the new one over the ramp, measured on the rendered samples.
+    func testPerBufferVolumeRampTime() throws {
+        let log = Log()
+        var format = lpcm(rate: 48000, channels: 1, bits: 32, float: true)
+        let queue = try makeQueue(format, log: log)
+        defer { AudioQueueDispose(queue, true) }
+        XCTAssertEqual(AudioQueueSetOfflineRenderFormat(queue, &format, nil), noErr)
+        let ones = [Float](repeating: 1, count: 1000)
+        XCTAssertEqual(AudioQueueEnqueueBuffer(queue, buffer(queue, ones), 0, nil), noErr)
+        // Down to 0 over 10 ms (480 frames) at the second buffer.
+        var down = [AudioQueueParameterEvent(mID: kAudioQueueParam_Volume, mValue: 0), AudioQueueParameterEvent(mID: kAudioQueueParam_VolumeRampTime, mValue: 0.01)]
+        XCTAssertEqual(AudioQueueEnqueueBufferWithParameters(queue, buffer(queue, ones), 0, nil, 0, 0, 2, &down, nil, nil), noErr)
+        // Up to 0.5 over 5 ms (240 frames), from 0 where the previous buffer ended.
+        var up = [AudioQueueParameterEvent(mID: kAudioQueueParam_Volume, mValue: 0.5), AudioQueueParameterEvent(mID: kAudioQueueParam_VolumeRampTime, mValue: 0.005)]
+        XCTAssertEqual(AudioQueueEnqueueBufferWithParameters(queue, buffer(queue, ones), 0, nil, 0, 0, 2, &up, nil, nil), noErr)
+        var bad = AudioQueueParameterEvent(mID: kAudioQueueParam_VolumeRampTime, mValue: .nan)
+        XCTAssertEqual(AudioQueueEnqueueBufferWithParameters(queue, buffer(queue, ones), 0, nil, 0, 0, 1, &bad, nil, nil), kAudio_ParamError)
+        XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        let rendered = render(queue, frames: 3000, chunk: 256)
+
+        XCTAssertTrue(rendered[0..<1000].allSatisfy { $0 == 1 }, "the first buffer at full gain")
+        let fall = Array(rendered[1000..<1480])
+        XCTAssertEqual(fall[0], 1 - 1 / 480, accuracy: 1e-6, "the ramp starts at the previous gain")
+        XCTAssertEqual(fall[239], 0.5, accuracy: 1e-3, "half way down after 5 ms")
+        XCTAssertEqual(fall[479], 0, accuracy: 1e-6, "down after 10 ms")
+        XCTAssertTrue(zip(fall, fall.dropFirst()).allSatisfy { $0 > $1 }, "falls steadily")
+        XCTAssertTrue(rendered[1480..<2000].allSatisfy { $0 == 0 }, "then holds the new gain")
+        XCTAssertEqual(rendered[2000], 0.5 / 240, accuracy: 1e-6, "the next ramp starts where this one ended")
+        XCTAssertEqual(rendered[2119], 0.25, accuracy: 1e-3)
+        XCTAssertTrue(rendered[2239..<3000].allSatisfy { abs($0 - 0.5) < 1e-6 }, "0.5 after 5 ms")
+    }
+
     func testInt16QueueRendersExactly() throws {
         let log = Log()
         let queue = try makeQueue(lpcm(rate: 22050, channels: 2), log: log)
