@@ -13,6 +13,14 @@ package struct HALStreamFormat: Sendable, Equatable {
     }
 }
 
+/// Where one channel of a stream plays (Apple's channel labels, in the device layer's terms).
+package enum HALChannelPosition: Sendable, Equatable {
+    case mono, frontLeft, frontRight, frontCenter, lfe, rearLeft, rearRight, rearCenter
+    case frontLeftOfCenter, frontRightOfCenter, sideLeft, sideRight, topCenter
+    /// A channel with no position: the `n`th auxiliary (0…31).
+    case aux(Int)
+}
+
 /// What a stream is for, in the terms of Apple's session: the server's policy (who interrupts,
 /// ducks or corks whom, and which processing applies) follows it. Each backend maps it to its own
 /// vocabulary (the PulseAudio backend to `media.role`).
@@ -61,6 +69,10 @@ package struct HALStreamRequest: Sendable {
     /// shared server thread, so that a callback that runs late delays no one else's stream: for
     /// streams whose client calls the user's code on that thread (a device's IOProcs).
     package var ownThread = false
+    /// Where each channel plays, in order (an audio queue's channel layout); `nil` for the
+    /// backend's default order. A list the backend cannot use (wrong count, a position twice)
+    /// is ignored. The virtual backend keeps channels as they are.
+    package var channelPositions: [HALChannelPosition]?
     /// Properties in the server's own words, for a backend's private streams (the PulseAudio
     /// backend's ducking trigger); they win over what ``purpose`` maps to.
     var serverProperties: [String: String] = [:]

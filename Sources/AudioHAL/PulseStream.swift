@@ -87,6 +87,25 @@ final class PulseStream: HALStream, @unchecked Sendable {
 
     private var isPlayback: Bool { playback != nil }
 
+    private static func paPosition(_ p: HALChannelPosition) -> pa_channel_position_t {
+        switch p {
+        case .mono: PA_CHANNEL_POSITION_MONO
+        case .frontLeft: PA_CHANNEL_POSITION_FRONT_LEFT
+        case .frontRight: PA_CHANNEL_POSITION_FRONT_RIGHT
+        case .frontCenter: PA_CHANNEL_POSITION_FRONT_CENTER
+        case .lfe: PA_CHANNEL_POSITION_LFE
+        case .rearLeft: PA_CHANNEL_POSITION_REAR_LEFT
+        case .rearRight: PA_CHANNEL_POSITION_REAR_RIGHT
+        case .rearCenter: PA_CHANNEL_POSITION_REAR_CENTER
+        case .frontLeftOfCenter: PA_CHANNEL_POSITION_FRONT_LEFT_OF_CENTER
+        case .frontRightOfCenter: PA_CHANNEL_POSITION_FRONT_RIGHT_OF_CENTER
+        case .sideLeft: PA_CHANNEL_POSITION_SIDE_LEFT
+        case .sideRight: PA_CHANNEL_POSITION_SIDE_RIGHT
+        case .topCenter: PA_CHANNEL_POSITION_TOP_CENTER
+        case .aux(let n): pa_channel_position_t(rawValue: PA_CHANNEL_POSITION_AUX0.rawValue + Int32(min(max(n, 0), 31)))
+        }
+    }
+
     private func open(_ request: HALStreamRequest) throws(HALError) {
         var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(request.format.sampleRate), channels: UInt8(request.format.channels))
         guard pa_sample_spec_valid(&spec) != 0 else {
@@ -94,6 +113,16 @@ final class PulseStream: HALStream, @unchecked Sendable {
         }
         var map = pa_channel_map()
         pa_channel_map_init_extend(&map, UInt32(request.format.channels), PA_CHANNEL_MAP_DEFAULT)
+        if let positions = request.channelPositions, positions.count == request.format.channels {
+            var custom = pa_channel_map()
+            custom.channels = UInt8(positions.count)
+            withUnsafeMutableBytes(of: &custom.map) { raw in
+                let slots = raw.bindMemory(to: pa_channel_position_t.self)
+                for (i, p) in positions.enumerated() { slots[i] = Self.paPosition(p) }
+            }
+            // The server remaps from the stream's channel map to the sink's.
+            if pa_channel_map_valid(&custom) != 0 { map = custom }
+        }
         let props = pa_proplist_new()
         defer { pa_proplist_free(props) }
         for (key, value) in PulseBackend.streamProperties(request) { pa_proplist_sets(props, key, value) }

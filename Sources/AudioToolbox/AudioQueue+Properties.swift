@@ -60,8 +60,10 @@ public func AudioQueueSetParameter(
 private func propertySize(_ queue: AudioQueueObject, _ id: AudioQueuePropertyID) -> Int? {
     switch id {
     case kAudioQueueProperty_IsRunning, kAudioQueueDeviceProperty_NumberChannels,
-        kAudioQueueProperty_EnableLevelMetering, kAudioQueueProperty_DecodeBufferSizeFrames, kAudioQueueProperty_HardwareCodecPolicy:
+        kAudioQueueProperty_EnableLevelMetering, kAudioQueueProperty_HardwareCodecPolicy:
         return MemoryLayout<UInt32>.size
+    case kAudioQueueProperty_DecodeBufferSizeFrames:
+        return queue.isOutput ? MemoryLayout<UInt32>.size : nil
     case kAudioQueueProperty_EnableTimePitch, kAudioQueueProperty_TimePitchAlgorithm, kAudioQueueProperty_TimePitchBypass:
         return queue.isOutput ? MemoryLayout<UInt32>.size : nil
     case kAudioQueueDeviceProperty_SampleRate: return MemoryLayout<Float64>.size
@@ -76,6 +78,10 @@ private func propertySize(_ queue: AudioQueueObject, _ id: AudioQueuePropertyID)
         return codec.magicCookie.count
     case kAudioQueueProperty_MaximumOutputPacketSize, kAudioQueueProperty_ConverterError:
         return MemoryLayout<UInt32>.size
+    case kAudioQueueProperty_ChannelLayout:
+        queue.lock.lock()
+        defer { queue.lock.unlock() }
+        return queue.channelLayout?.count ?? MemoryLayout<AudioChannelLayout>.size
     default: return nil
     }
 }
@@ -94,6 +100,20 @@ public func AudioQueueGetPropertySize(
 /// Reads a property. `ioDataSize` holds the room at `outData` and receives the bytes written; too
 /// little room gets `kAudioQueueErr_InvalidPropertySize`.
 ///
+/// `kAudioQueueProperty_ChannelLayout` is the layout set, or Mono or Stereo for a one- or
+/// two-channel queue without one (more channels without one: `kAudioQueueErr_InvalidPropertyValue`).
+///
+/// `kAudioQueueProperty_DecodeBufferSizeFrames` (playback queues only) is the size in frames of
+/// the buffer the queue decodes into: each enqueued buffer's audio is decoded (or, for linear PCM,
+/// converted to float) whole, off the server thread, into a decode buffer of its own, sized from
+/// the buffer's bytes (whole packets of the largest size for compressed formats) and grown when
+/// a buffer's packets decode to more. The value read is the smallest of them (before any buffer
+/// is allocated, the value set, or 0). Setting it makes every decode buffer at least that size
+/// (memory set aside ahead, so no enqueue has to allocate); a value below one packet's frames of
+/// the queue's format, or above 2^20 frames, cannot be honoured:
+/// `kAudioQueueErr_InvalidPropertyValue`. The decode buffer never limits how much of a buffer is
+/// decoded at once, as Apple's smaller one does.
+///
 /// Device properties describe the sound server's device the queue's stream is connected to (the
 /// default sink or source before the stream opens). `kAudioQueueProperty_CurrentDevice` is the
 /// server's device name (a PulseAudio sink or source name). Level meters need
@@ -106,6 +126,22 @@ public func AudioQueueGetProperty(
 ) -> OSStatus {
     guard let queue = liveQueues.lookup(inAQ) else { return kAudio_ParamError }
     guard let size = propertySize(queue, inID) else { return kAudioQueueErr_InvalidProperty }
+    if inID == kAudioQueueProperty_ChannelLayout {
+        queue.lock.lock()
+        let set = queue.channelLayout
+        queue.lock.unlock()
+        var layout: [UInt8]
+        if let set {
+            layout = set
+        } else {
+            // Unset: one or two channels play as mono or stereo; more have no layout to report.
+            guard queue.pcm.channels <= 2 else { return kAudioQueueErr_InvalidPropertyValue }
+            var value = AudioChannelLayout()
+            value.mChannelLayoutTag = queue.pcm.channels == 1 ? kAudioChannelLayoutTag_Mono : kAudioChannelLayoutTag_Stereo
+            layout = bytes(value)
+        }
+        return PropertyData.copy(layout, to: outData, size: ioDataSize) ? noErr : kAudioQueueErr_InvalidPropertySize
+    }
     let room = Int(ioDataSize.pointee)
     let isMeter = inID == kAudioQueueProperty_CurrentLevelMeter || inID == kAudioQueueProperty_CurrentLevelMeterDB
     // Meters may be read for fewer channels than the queue has; everything else needs full room.
@@ -197,8 +233,12 @@ private func currentDevice(_ queue: AudioQueueObject) -> HALDeviceInfo? {
 }
 
 /// Sets a property: `kAudioQueueProperty_EnableLevelMetering` (UInt32),
-/// `kAudioQueueProperty_DecodeBufferSizeFrames` (UInt32; kept and reported, linear PCM needs no
-/// decode buffer) or `kAudioQueueProperty_CurrentDevice` (a `CFString?` naming a server device;
+/// `kAudioQueueProperty_DecodeBufferSizeFrames` (UInt32, playback queues),
+/// `kAudioQueueProperty_ChannelLayout` (an `AudioChannelLayout` of the format's channel count,
+/// before the queue first primes or starts: it becomes the server stream's channel map, so the
+/// server plays each channel where its label says, or records each from there; a mono queue plays
+/// as mono whatever its layout; the virtual backend and offline rendering keep channels in the
+/// queue's order), or `kAudioQueueProperty_CurrentDevice` (a `CFString?` naming a server device;
 /// `nil` for the default), which applies when the queue's stream next opens. Read-only properties
 /// get `kAudioQueueErr_InvalidProperty`.
 @discardableResult
@@ -213,6 +253,11 @@ public func AudioQueueSetProperty(
         codec.magicCookie = Array(UnsafeRawBufferPointer(start: inData, count: Int(inDataSize)))
         return noErr
     }
+    if inID == kAudioQueueProperty_ChannelLayout {
+        queue.lock.lock()
+        defer { queue.lock.unlock() }
+        return queue.setChannelLayout(Array(UnsafeRawBufferPointer(start: inData, count: Int(inDataSize))))
+    }
     guard let size = propertySize(queue, inID) else { return kAudioQueueErr_InvalidProperty }
     guard Int(inDataSize) >= size else { return kAudioQueueErr_InvalidPropertySize }
     queue.lock.lock()
@@ -223,9 +268,7 @@ public func AudioQueueSetProperty(
         queue.engine.metering.store(queue.meteringEnabled, ordering: .relaxed)
         while queue.engine.meters.pop() != nil {}
     case kAudioQueueProperty_DecodeBufferSizeFrames:
-        let frames = inData.load(as: UInt32.self)
-        guard frames > 0 else { return kAudioQueueErr_InvalidPropertyValue }
-        queue.decodeBufferSizeFrames = frames
+        guard queue.setDecodeBufferSizeFrames(inData.load(as: UInt32.self)) else { return kAudioQueueErr_InvalidPropertyValue }
     case kAudioQueueProperty_CurrentDevice:
         if queue.isRunning == 1 { return kAudioQueueErr_InvalidRunState }
         queue.deviceName = inData.assumingMemoryBound(to: CFString?.self).pointee.map { $0 as String }

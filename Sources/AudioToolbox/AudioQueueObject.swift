@@ -74,12 +74,50 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
     var pan: Float = 0
     var meteringEnabled = false
     var lastMeters: [AudioQueueLevelMeterState]
-    var decodeBufferSizeFrames: UInt32 = 0
+    /// `kAudioQueueProperty_DecodeBufferSizeFrames` (playback): the frames of the buffer each
+    /// enqueued buffer's audio is decoded into. Call with `lock` held.
+    var decodeBufferSizeFrames: UInt32 { UInt32(clamping: pool.decodeBufferFrames) }
+
+    /// Sets the least size of the decode buffers; `false` for a size they cannot have (less than
+    /// one packet of the queue's format, or more than ``maximumDecodeBufferFrames``). Call with `lock` held.
+    func setDecodeBufferSizeFrames(_ frames: UInt32) -> Bool {
+        let packet = codec?.framesPerPacket ?? 1
+        guard Int(frames) >= packet, Int(frames) <= Self.maximumDecodeBufferFrames else { return false }
+        pool.setMinimumStagingFrames(Int(frames))
+        return true
+    }
+
+    /// Sets the channel layout: its channel count must be the format's
+    /// (`kAudioQueueErr_InvalidPropertyValue`), its tag one this library resolves into channels
+    /// (`kAudioFormatUnknownFormatError`); set before the stream opens
+    /// (`kAudioQueueErr_InvalidRunState` after), as it is the stream's channel map. Call with `lock` held.
+    func setChannelLayout(_ bytes: [UInt8]) -> OSStatus {
+        let labels: [AudioChannelLabel]
+        do {
+            labels = try ChannelLayoutLabels.labels(bytes)
+        } catch {
+            return error == .tooShort ? kAudioQueueErr_InvalidPropertySize : kAudioFormatUnknownFormatError
+        }
+        guard labels.count == pcm.channels else { return kAudioQueueErr_InvalidPropertyValue }
+        if stream != nil { return kAudioQueueErr_InvalidRunState }
+        let positions = labels.compactMap(ChannelLayoutLabels.position)
+        channelLayout = bytes
+        // A mono queue plays through a stereo stream (for pan): its one channel has no map.
+        channelPositions = positions.count == labels.count && engine.streamChannels == pcm.channels ? positions : nil
+        return noErr
+    }
+
+    /// 2^20 frames: 21 s at 48 kHz, 32 MiB of float per channel.
+    static let maximumDecodeBufferFrames = 1 << 20
     /// `kAudioQueueProperty_HardwareCodecPolicy`. Guarded by `lock`.
     var hardwareCodecPolicy: UInt32 = kAudioQueueHardwareCodecPolicy_Default
     /// A compressed queue told to use hardware codecs only: there are none to use.
     var needsMissingHardwareCodec: Bool { codec != nil && hardwareCodecPolicy == kAudioQueueHardwareCodecPolicy_UseHardwareOnly }
     var deviceName: String?
+    /// `kAudioQueueProperty_ChannelLayout` as set (`AudioChannelLayout` bytes), and where its
+    /// channels play. Guarded by `lock`.
+    private(set) var channelLayout: [UInt8]?
+    private var channelPositions: [HALChannelPosition]?
     /// `kAudioQueueProperty_EnableTimePitch` and its parameters. Guarded by `lock`.
     let timePitch: QueueTimePitch
     /// The per-buffer gain (``AudioQueueEnqueueBufferWithParameters``' `kAudioQueueParam_Volume`)
@@ -257,6 +295,7 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
             if bytes == 0 { return .failure(StatusError(kAudioQueueErr_BufferEmpty)) }
             guard bytes <= Int(buffer.pointee.mAudioDataBytesCapacity) else { return .failure(StatusError(kAudio_ParamError)) }
             var decoded: Int?
+            pool.grow(slot)
             if let codec {
                 let described = descriptions(buffer, passed: options.packetDescriptions)
                 switch codec.decode(buffer, descriptions: described, into: &slot.staging, capacity: &slot.capacityFrames) {
@@ -380,6 +419,7 @@ final class AudioQueueObject: ReferencedObject, @unchecked Sendable {
                 purpose: use?.purpose ?? (isOutput ? .media : nil), startCorked: corked,
                 device: deviceName ?? (isOutput ? AudioSessionHost.routing.output : AudioSessionHost.routing.input))
             request.echoCancellation = use?.echoCancellation ?? false
+            request.channelPositions = channelPositions
             stream = isOutput ? try backend.openOutput(request, source: engine) : try backend.openInput(request, sink: engine)
             return noErr
         } catch {

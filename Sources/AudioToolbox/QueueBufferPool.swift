@@ -55,6 +55,32 @@ final class QueueBufferPool {
     /// The buffer's slot, when it is one of this pool's.
     subscript(buffer: AudioQueueBufferRef) -> BufferSlot? { slots[buffer] }
 
+    /// `kAudioQueueProperty_DecodeBufferSizeFrames` as set: the least frames each buffer's
+    /// staging area (the buffer its audio is decoded into) holds; 0 when unset.
+    private(set) var minimumStagingFrames = 0
+
+    /// The decode buffer size really in use: the smallest staging area of the queue's buffers, or
+    /// the set minimum while there are none.
+    var decodeBufferFrames: Int { slots.values.map(\.capacityFrames).min() ?? minimumStagingFrames }
+
+    /// Makes every buffer's staging area hold at least `frames` frames: idle buffers now, enqueued
+    /// ones when they are next enqueued (``grow(_:)``), new ones when allocated.
+    func setMinimumStagingFrames(_ frames: Int) {
+        minimumStagingFrames = frames
+        for slot in slots.values where !slot.enqueued { grow(slot) }
+    }
+
+    /// Brings an idle buffer's staging area up to ``minimumStagingFrames`` (its contents are not kept).
+    func grow(_ slot: BufferSlot) {
+        guard slot.capacityFrames < minimumStagingFrames else { return }
+        let count = minimumStagingFrames * pcm.channels
+        let staging = UnsafeMutablePointer<Float>.allocate(capacity: count)
+        staging.initialize(repeating: 0, count: count)
+        slot.staging.deallocate()
+        slot.staging = staging
+        slot.capacityFrames = minimumStagingFrames
+    }
+
     /// How many buffers are enqueued.
     var enqueuedCount: Int { slots.values.filter(\.enqueued).count }
 
@@ -82,9 +108,10 @@ final class QueueBufferPool {
         buffer.initialize(to: AudioQueueBuffer(
             mAudioDataBytesCapacity: byteSize, mAudioData: data, mAudioDataByteSize: 0, mUserData: nil,
             mPacketDescriptionCapacity: packetDescriptions, mPacketDescriptions: packets, mPacketDescriptionCount: 0))
-        let staging = UnsafeMutablePointer<Float>.allocate(capacity: frames * pcm.channels)
-        staging.initialize(repeating: 0, count: frames * pcm.channels)
-        let slot = BufferSlot(token: nextToken, buffer: buffer, staging: staging, capacityFrames: frames)
+        let stagingFrames = max(frames, minimumStagingFrames)
+        let staging = UnsafeMutablePointer<Float>.allocate(capacity: stagingFrames * pcm.channels)
+        staging.initialize(repeating: 0, count: stagingFrames * pcm.channels)
+        let slot = BufferSlot(token: nextToken, buffer: buffer, staging: staging, capacityFrames: stagingFrames)
         nextToken += 1
         slots[buffer] = slot
         slotsByToken[slot.token] = slot
