@@ -121,25 +121,27 @@ open class AVAudioFile: NSObject, @unchecked Sendable {
 
     /// Frames in the file, in the file's sample rate.
     public var length: AVAudioFramePosition {
-        if writing { return written }
-        guard let ext else { return 0 }
+        guard let ext else { return writing ? written : 0 }
         var frames: Int64 = 0
         var size = UInt32(8)
         _ = ExtAudioFileGetProperty(ext, kExtAudioFileProperty_FileLengthFrames, &size, &frames)
         return frames
     }
 
-    /// Where the next read starts (or the next write goes), in the file's frames. Setting it seeks.
+    /// Where the next read starts (or the next write goes), in the file's frames. Setting it seeks
+    /// (clamped to the file's length). A file being written seeks within what is written, and the
+    /// next write overwrites from there, when it holds linear PCM at the processing format's
+    /// sample rate; a compressed or resampled file being written keeps its position (the setter
+    /// cannot throw; read the property back to see where the next write goes).
     public var framePosition: AVAudioFramePosition {
         get {
-            if writing { return written }
-            guard let ext else { return 0 }
+            guard let ext else { return writing ? written : 0 }
             var position: Int64 = 0
             _ = ExtAudioFileTell(ext, &position)
             return position
         }
         set {
-            guard !writing, let ext else { return }
+            guard let ext else { return }
             _ = ExtAudioFileSeek(ext, max(0, min(newValue, length)))
         }
     }
@@ -191,7 +193,7 @@ open class AVAudioFile: NSObject, @unchecked Sendable {
         guard buffer.frameLength > 0 else { return }
         let status = ExtAudioFileWrite(ext, buffer.frameLength, buffer.audioBufferList)
         guard status == noErr else { throw statusError(status, "writing \(url.lastPathComponent) failed: \(ExtAudioFileLastFailureReason())") }
-        written += AVAudioFramePosition(Double(buffer.frameLength) * fileFormat.sampleRate / processingFormat.sampleRate)
+        written = length  // kept for after close (a write after a seek back may not lengthen the file)
     }
 
     /// Finishes the file (headers, encoder flush) and closes it; later reads and writes throw.

@@ -153,6 +153,50 @@ final class AVAudioFileTests: XCTestCase {
         }
     }
 
+    /// Seeking a file being written: the next write overwrites from the new position, the length
+    /// stays what was written; a compressed file being written keeps its position.
+    func testFramePositionSetWhileWriting() throws {
+        let url = dir.appendingPathComponent("overwrite.wav")
+        let file = try AVAudioFile(forWriting: url, settings: [AVFormatIDKey: kAudioFormatLinearPCM, AVSampleRateKey: 44100, AVNumberOfChannelsKey: 1, AVLinearPCMBitDepthKey: 16])
+        let buffer = try XCTUnwrap(AVAudioPCMBuffer(pcmFormat: file.processingFormat, frameCapacity: 1000))
+        func fill(_ value: Float, _ n: Int) {
+            for i in 0..<n { buffer.floatChannelData![0][i] = value }
+            buffer.frameLength = AVAudioFrameCount(n)
+        }
+        fill(0.25, 1000)
+        try file.write(from: buffer)
+        XCTAssertEqual(file.framePosition, 1000)
+        file.framePosition = 400
+        XCTAssertEqual(file.framePosition, 400, "the position moved back")
+        fill(-0.5, 100)
+        try file.write(from: buffer)
+        XCTAssertEqual(file.framePosition, 500)
+        XCTAssertEqual(file.length, 1000, "overwriting does not lengthen the file")
+        file.framePosition = 1000
+        fill(0.75, 200)
+        try file.write(from: buffer)
+        XCTAssertEqual(file.length, 1200)
+        file.close()
+
+        let back = try AVAudioFile(forReading: url)
+        XCTAssertEqual(back.length, 1200)
+        let all = try XCTUnwrap(AVAudioPCMBuffer(pcmFormat: back.processingFormat, frameCapacity: 1200))
+        try back.read(into: all)
+        let x = Array(UnsafeBufferPointer(start: all.floatChannelData![0], count: 1200))
+        XCTAssertTrue(x[0..<400].allSatisfy { $0 == 0.25 })
+        XCTAssertTrue(x[400..<500].allSatisfy { $0 == -0.5 }, "overwritten after the seek")
+        XCTAssertTrue(x[500..<1000].allSatisfy { $0 == 0.25 })
+        XCTAssertTrue(x[1000..<1200].allSatisfy { $0 == 0.75 })
+
+        let aac = try AVAudioFile(forWriting: dir.appendingPathComponent("keep.m4a"), settings: [AVFormatIDKey: kAudioFormatMPEG4AAC, AVSampleRateKey: 44100, AVNumberOfChannelsKey: 1])
+        let chunk = try XCTUnwrap(AVAudioPCMBuffer(pcmFormat: aac.processingFormat, frameCapacity: 1000))
+        chunk.frameLength = 1000
+        try aac.write(from: chunk)
+        aac.framePosition = 10
+        XCTAssertEqual(aac.framePosition, 1000, "compressed packets cannot be rewritten in place")
+        aac.close()
+    }
+
     func testCompressedFileWithEncoderSettings() throws {
         let url = dir.appendingPathComponent("aac.m4a")
         try writeFile(url, settings: [AVFormatIDKey: kAudioFormatMPEG4AAC, AVSampleRateKey: 44100, AVNumberOfChannelsKey: 2, AVEncoderBitRateKey: 96000], frames: 44100)

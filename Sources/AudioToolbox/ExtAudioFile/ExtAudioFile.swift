@@ -167,7 +167,9 @@ public func ExtAudioFileWriteAsync(
     return ExtAudioFileWrite(inExtAudioFile, inNumberFrames, ioData)
 }
 
-/// Moves the read position to `inFrameOffset`, in the file's sample frames (Apple's QA1609).
+/// Moves the read position to `inFrameOffset`, in the file's sample frames (Apple's QA1609). A
+/// file being written seeks within what is written, and later writes overwrite from there, when
+/// it holds linear PCM at the client format's sample rate; otherwise `kExtAudioFileError_InvalidSeek`.
 @discardableResult
 public func ExtAudioFileSeek(_ inExtAudioFile: ExtAudioFileRef, _ inFrameOffset: Int64) -> OSStatus {
     with(inExtAudioFile) { f throws(AudioFailure) in try f.seek(to: inFrameOffset) }

@@ -23,9 +23,11 @@ final class ExtAudioFileObject: ReferencedObject, @unchecked Sendable {
     private var descriptionBuffer: [AudioStreamPacketDescription] = []
     private let trash = RawBuffer()
 
-    // Writing state.
+    // Writing state: the next packet written, and in client frames where the next write goes
+    // and how far the file reaches (more than the position after a seek back).
     private var writtenPackets: Int64 = 0
     private var writtenClientFrames: Int64 = 0
+    private var writtenLengthClientFrames: Int64 = 0
     private var cookieWritten = false
 
     /// The ``ExtAudioFileRef`` handed to the user, never reused (``newObjectReference(_:)``).
@@ -58,10 +60,7 @@ final class ExtAudioFileObject: ReferencedObject, @unchecked Sendable {
 
     /// Valid frames in the file (file rate): the packet table's count, or packets × frames per packet.
     var fileLengthFrames: Int64 {
-        if forWriting {
-            return fileFormat.mSampleRate == clientFormat.mSampleRate
-                ? writtenClientFrames : Int64(saturating: (Double(writtenClientFrames) * fileFormat.mSampleRate / clientFormat.mSampleRate).rounded())
-        }
+        if forWriting { return fileFrames(writtenLengthClientFrames) }
         if let t = packetTable, fileFormat.mFormatID != kAudioFormatLinearPCM { return t.mNumberValidFrames }
         if fileFormat.mFramesPerPacket > 0 { return packetCount.saturatingMultiplied(by: Int64(fileFormat.mFramesPerPacket)) }
         var total: Int64 = 0
@@ -69,6 +68,12 @@ final class ExtAudioFileObject: ReferencedObject, @unchecked Sendable {
             for i in 0..<c.packetCount { total += Int64(c.packetSize(i)?.frames ?? 0) }
         }
         return total
+    }
+
+    /// Client frames written, in the file's frames.
+    private func fileFrames(_ client: Int64) -> Int64 {
+        fileFormat.mSampleRate == clientFormat.mSampleRate
+            ? client : Int64(saturating: (Double(client) * fileFormat.mSampleRate / clientFormat.mSampleRate).rounded())
     }
 
     private var priming: Int64 {
@@ -81,7 +86,7 @@ final class ExtAudioFileObject: ReferencedObject, @unchecked Sendable {
         guard format.mFormatID == kAudioFormatLinearPCM else {
             throw AudioFailure(kExtAudioFileError_NonPCMClientFormat, "the client format must be linear PCM")
         }
-        if forWriting && writtenClientFrames > 0 {
+        if forWriting && writtenLengthClientFrames > 0 {
             throw AudioFailure(kExtAudioFileError_InvalidOperationOrder, "the client format cannot change after writing started")
         }
         let core =
@@ -102,14 +107,17 @@ final class ExtAudioFileObject: ReferencedObject, @unchecked Sendable {
     }
 
     var currentFrame: Int64 {
-        if forWriting { return fileLengthFrames }
+        if forWriting { return fileFrames(writtenClientFrames) }
         return seekFrame + Int64(saturating: (Double(producedClientFrames) / ratio).rounded())
     }
 
     // MARK: Reading
 
     func seek(to frame: Int64) throws(AudioFailure) {
-        guard !forWriting else { throw AudioFailure(kExtAudioFileError_InvalidSeek, "seeking a file open for writing is not supported") }
+        if forWriting {
+            try seekWriting(to: frame)
+            return
+        }
         guard frame >= 0, frame <= fileLengthFrames else {
             throw AudioFailure(kExtAudioFileError_InvalidSeek, "frame \(frame) is outside the file (0 … \(fileLengthFrames))")
         }
@@ -229,6 +237,23 @@ final class ExtAudioFileObject: ReferencedObject, @unchecked Sendable {
 
     // MARK: Writing
 
+    /// Moves where the next write goes, within what is written: later writes overwrite from
+    /// there. Only where file frames are the client's one for one and nothing is held between
+    /// them: a linear PCM file at the client's sample rate. A compressed file's packets depend on
+    /// what came before them, and a sample rate converter holds history, so those are
+    /// `kExtAudioFileError_InvalidSeek`.
+    private func seekWriting(to frame: Int64) throws(AudioFailure) {
+        guard fileFormat.mFormatID == kAudioFormatLinearPCM, fileFormat.mSampleRate == clientFormat.mSampleRate else {
+            throw AudioFailure(kExtAudioFileError_InvalidSeek, "a file being written can only seek when it is linear PCM at the client's rate")
+        }
+        guard frame >= 0, frame <= fileLengthFrames else {
+            throw AudioFailure(kExtAudioFileError_InvalidSeek, "frame \(frame) is outside what is written (0 … \(fileLengthFrames))")
+        }
+        if let core { try drain(core) }
+        writtenPackets = frame
+        writtenClientFrames = frame
+    }
+
     func write(_ count: Int, from list: UnsafeMutableAudioBufferListPointer) throws(AudioFailure) {
         guard forWriting else { throw AudioFailure(kAudioFilePermissionsError, "the file is open for reading") }
         guard let core, let client = core.sourcePCM else {
@@ -247,13 +272,18 @@ final class ExtAudioFileObject: ReferencedObject, @unchecked Sendable {
                     start: start, count: count, bytes: UnsafeRawBufferPointer(start: data, count: count * client.bytesPerFrame), descriptions: nil)
             }
             writtenPackets += Int64(count)
-            writtenClientFrames += Int64(count)
+            advanceWritten(count)
             guard status == noErr else { throw AudioFailure(status, file.lastReason) }
             return
         }
         try core.pushPCM(list, frames: count)
-        writtenClientFrames += Int64(count)
+        advanceWritten(count)
         try drain(core)
+    }
+
+    private func advanceWritten(_ count: Int) {
+        writtenClientFrames += Int64(count)
+        writtenLengthClientFrames = max(writtenLengthClientFrames, writtenClientFrames)
     }
 
     /// Before the first packet: the cookie and the priming the container must record up front.
