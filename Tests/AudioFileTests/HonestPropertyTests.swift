@@ -270,4 +270,79 @@ final class HonestPropertyTests: XCTestCase {
             XCTAssertEqual(Int(try fileProperty(file, kAudioFilePropertyMaximumPacketSize, UInt32(0))), largest, name)
         }
     }
+
+    private func descriptions(_ labels: [AudioChannelLabel]) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: 12 + 20 * labels.count)
+        bytes.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: kAudioChannelLayoutTag_UseChannelDescriptions, toByteOffset: 0, as: UInt32.self)
+            raw.storeBytes(of: UInt32(labels.count), toByteOffset: 8, as: UInt32.self)
+            for (i, l) in labels.enumerated() { raw.storeBytes(of: l, toByteOffset: 12 + 20 * i, as: UInt32.self) }
+        }
+        return bytes
+    }
+
+    func testExtAudioFileClientChannelLayoutReordersChannels() throws {
+        // Left: a tone; right: silence.
+        let frames = 4410
+        let left = (0..<frames).map { Float(0.5 * sin(2 * Double.pi * 440 * Double($0) / 44100)) }
+        let url = dir.appendingPathComponent("left.wav")
+        try writeWithExtAudioFile(url, type: kAudioFileWAVEType, format: pcmFormat(channels: 2, bits: 16), samples: left.flatMap { x -> [Float] in [x, 0] }, channels: 2, rate: 44100)
+
+        var ext: ExtAudioFileRef?
+        try check(ExtAudioFileOpenURL(url as CFURL, &ext), "open")
+        let e = try XCTUnwrap(ext)
+        defer { ExtAudioFileDispose(e) }
+        var client = floatClient(rate: 44100, channels: 2)
+        try check(ExtAudioFileSetProperty(e, kExtAudioFileProperty_ClientDataFormat, UInt32(MemoryLayout.size(ofValue: client)), &client), "client format")
+        var swapped = descriptions([kAudioChannelLabel_Right, kAudioChannelLabel_Left])
+        try check(ExtAudioFileSetProperty(e, kExtAudioFileProperty_ClientChannelLayout, UInt32(swapped.count), &swapped), "client layout")
+        var size: UInt32 = 0
+        try check(ExtAudioFileGetPropertyInfo(e, kExtAudioFileProperty_ClientChannelLayout, &size, nil), "size")
+        var back = [UInt8](repeating: 0, count: Int(size))
+        try check(ExtAudioFileGetProperty(e, kExtAudioFileProperty_ClientChannelLayout, &size, &back), "get")
+        XCTAssertEqual(back, swapped, "reads back the layout set")
+        var out = [Float](repeating: 0, count: frames * 2)
+        var n = UInt32(frames)
+        try out.withUnsafeMutableBytes { raw in
+            var list = AudioBufferList(mNumberBuffers: 1, mBuffers: AudioBuffer(mNumberChannels: 2, mDataByteSize: UInt32(raw.count), mData: raw.baseAddress))
+            try check(ExtAudioFileRead(e, &n, &list), "read")
+        }
+        XCTAssertEqual(Int(n), frames)
+        let first = stride(from: 0, to: out.count, by: 2).map { out[$0] }
+        let second = stride(from: 1, to: out.count, by: 2).map { out[$0] }
+        XCTAssertTrue(first.allSatisfy { $0 == 0 }, "the client's first channel is the file's right: silent")
+        XCTAssertGreaterThan(snrDB(left, second), 60, "the client's second channel is the file's left: the tone")
+
+        // Layouts that are not a reordering of the file's are refused.
+        var three = tagged(kAudioChannelLayoutTag_MPEG_3_0_A)
+        XCTAssertEqual(ExtAudioFileSetProperty(e, kExtAudioFileProperty_ClientChannelLayout, UInt32(three.count), &three), kExtAudioFileError_InvalidChannelMap, "three channels for a stereo client")
+        var centre = descriptions([kAudioChannelLabel_Left, kAudioChannelLabel_Center])
+        XCTAssertEqual(ExtAudioFileSetProperty(e, kExtAudioFileProperty_ClientChannelLayout, UInt32(centre.count), &centre), kExtAudioFileError_InvalidChannelMap, "the file has no centre")
+        var unknown = tagged((999 << 16) | 2)
+        XCTAssertEqual(ExtAudioFileSetProperty(e, kExtAudioFileProperty_ClientChannelLayout, UInt32(unknown.count), &unknown), kAudioFormatUnknownFormatError)
+
+        // Writing: the client's [R, L] channels land in the file's L, R order.
+        let written = dir.appendingPathComponent("swapped.wav")
+        var fileFormat = pcmFormat(channels: 2, bits: 16)
+        var w: ExtAudioFileRef?
+        try check(ExtAudioFileCreateWithURL(written as CFURL, kAudioFileWAVEType, &fileFormat, nil, AudioFileFlags.eraseFile.rawValue, &w), "create")
+        try check(ExtAudioFileSetProperty(w!, kExtAudioFileProperty_ClientDataFormat, UInt32(MemoryLayout.size(ofValue: client)), &client), "client format")
+        try check(ExtAudioFileSetProperty(w!, kExtAudioFileProperty_ClientChannelLayout, UInt32(swapped.count), &swapped), "client layout")
+        var samples = left.flatMap { x -> [Float] in [x, 0] }
+        try samples.withUnsafeMutableBytes { raw in
+            var list = AudioBufferList(mNumberBuffers: 1, mBuffers: AudioBuffer(mNumberChannels: 2, mDataByteSize: UInt32(raw.count), mData: raw.baseAddress))
+            try check(ExtAudioFileWrite(w!, UInt32(frames), &list), "write")
+        }
+        XCTAssertEqual(ExtAudioFileSetProperty(w!, kExtAudioFileProperty_ClientChannelLayout, UInt32(swapped.count), &swapped), kExtAudioFileError_InvalidOperationOrder)
+        try check(ExtAudioFileDispose(w!), "dispose")
+        let read = try readWithExtAudioFile(written)
+        XCTAssertTrue(stride(from: 0, to: read.samples.count, by: 2).allSatisfy { read.samples[$0] == 0 }, "the file's left is the client's channel labelled left: its silent second one")
+        XCTAssertGreaterThan(snrDB(left, stride(from: 1, to: read.samples.count, by: 2).map { read.samples[$0] }), 60)
+    }
+
+    private func tagged(_ tag: AudioChannelLayoutTag) -> [UInt8] {
+        var value = AudioChannelLayout()
+        value.mChannelLayoutTag = tag
+        return withUnsafeBytes(of: value) { Array($0) }
+    }
 }

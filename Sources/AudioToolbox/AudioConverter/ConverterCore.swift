@@ -12,8 +12,12 @@ final class ConverterCore {
     private(set) var destination: AudioStreamBasicDescription
     let sourcePCM: PCMBufferIO?
     let destinationPCM: PCMBufferIO?
-    /// Same linear PCM layout on both sides: bytes are copied.
-    let passthrough: Bool
+    /// Same linear PCM layout on both sides and no channel reordering: bytes are copied.
+    private(set) var passthrough: Bool
+    private let sameLayout: Bool
+    /// Destination channel `i` takes channel `channelOrder[i]` of the audio (after a change of
+    /// channel count); `nil` keeps the order. Set through ``setChannelOrder(_:)``.
+    private(set) var channelOrder: [Int]?
 
     var decompressionCookie: [UInt8] = []
     var bitRate: Int?
@@ -75,11 +79,20 @@ final class ConverterCore {
                     "'\(dst.mFormatID.fourCharCodeString)' cannot be encoded at \(Int(dst.mSampleRate)) Hz")
             }
         }
-        passthrough =
+        sameLayout =
             sourcePCM != nil && destinationPCM != nil && src.mSampleRate == dst.mSampleRate
             && src.mFormatFlags == dst.mFormatFlags && src.mBitsPerChannel == dst.mBitsPerChannel
             && src.mBytesPerFrame == dst.mBytesPerFrame && src.mChannelsPerFrame == dst.mChannelsPerFrame
             && (src.mFormatFlags & kAudioFormatFlagIsNonInterleaved == 0 || src.mChannelsPerFrame == 1)
+        passthrough = sameLayout
+    }
+
+    /// Reorders the destination's channels (`order[i]`: which channel destination channel `i`
+    /// takes); an identity order or `nil` keeps them. Set before converting.
+    func setChannelOrder(_ order: [Int]?) {
+        let identity = order.map { $0 == Array(0..<$0.count) } ?? true
+        channelOrder = identity ? nil : order
+        passthrough = sameLayout && channelOrder == nil
     }
 
     /// Fills what Apple's converters fill in a partial description: packet shape from the format,
@@ -150,7 +163,7 @@ final class ConverterCore {
     /// Feeds one packet of the compressed source.
     func pushPacket(_ bytes: UnsafeRawBufferPointer) throws(AudioFailure) {
         let decoder = try openDecoder()
-        if destinationPCM != nil, resamplerChecked, resampler == nil, source.mChannelsPerFrame == destination.mChannelsPerFrame,
+        if destinationPCM != nil, channelOrder == nil, resamplerChecked, resampler == nil, source.mChannelsPerFrame == destination.mChannelsPerFrame,
             decoder.sampleRate == destination.mSampleRate
         {
             // Nothing between decoder and destination: decode straight into the output.
@@ -238,8 +251,19 @@ final class ConverterCore {
         try deliver(mapped)
     }
 
-    private func deliver(_ samples: [Float]) throws(AudioFailure) {
-        guard !samples.isEmpty else { return }
+    private func deliver(_ input: [Float]) throws(AudioFailure) {
+        guard !input.isEmpty else { return }
+        var samples = input
+        if let order = channelOrder {
+            let channels = order.count
+            input.withUnsafeBufferPointer { src in
+                samples.withUnsafeMutableBufferPointer { dst in
+                    for f in 0..<(src.count / channels) {
+                        for c in 0..<channels { dst[f * channels + c] = src[f * channels + order[c]] }
+                    }
+                }
+            }
+        }
         if destinationPCM != nil {
             frames.append(contentsOf: samples)
             return

@@ -196,6 +196,8 @@ private func propertyBytes(_ id: ExtAudioFilePropertyID, _ f: ExtAudioFileObject
         _ = AudioFileGetProperty(f.fileID, kAudioFilePropertyPacketSizeUpperBound, &n, &size)
         return bytes(size)
     case kExtAudioFileProperty_ClientMaxPacketSize: return bytes(f.clientFormat.mBytesPerPacket)
+    case kExtAudioFileProperty_ClientChannelLayout where f.clientChannelLayout != nil:
+        return f.clientChannelLayout!
     case kExtAudioFileProperty_FileChannelLayout, kExtAudioFileProperty_ClientChannelLayout:
         var size: UInt32 = 0
         guard AudioFileGetPropertyInfo(f.fileID, kAudioFilePropertyChannelLayout, &size, nil) == noErr else {
@@ -241,8 +243,10 @@ public func ExtAudioFileGetProperty(
     }
 }
 
-/// Sets the client data format (and with it the converter), the client channel layout
-/// (accepted when its channel count matches), or `ConverterConfig` (after changing the
+/// Sets the client data format (and with it the converter), the client channel layout (the
+/// client's channels become the file's reordered by label, or mixed between mono and stereo; see
+/// `ExtAudioFileObject.setClientChannelLayout`: a layout that is not a reordering of the file's
+/// is `kExtAudioFileError_InvalidChannelMap`), or `ConverterConfig` (after changing the
 /// converter's properties; nothing else to do here, so it is accepted).
 @discardableResult
 public func ExtAudioFileSetProperty(
@@ -256,7 +260,12 @@ public func ExtAudioFileSetProperty(
                 throw AudioFailure(kExtAudioFileError_InvalidPropertySize, "the client format is an AudioStreamBasicDescription")
             }
             try f.setClientFormat(format)
-        case kExtAudioFileProperty_ClientChannelLayout, kExtAudioFileProperty_ConverterConfig:
+        case kExtAudioFileProperty_ClientChannelLayout:
+            guard let inPropertyData, inPropertyDataSize >= 12 else {
+                throw AudioFailure(kExtAudioFileError_InvalidPropertySize, "a channel layout takes at least 12 bytes")
+            }
+            try f.setClientChannelLayout(Array(UnsafeRawBufferPointer(start: inPropertyData, count: Int(inPropertyDataSize))))
+        case kExtAudioFileProperty_ConverterConfig:
             break
         default:
             throw AudioFailure(kExtAudioFileError_InvalidProperty, "property '\(inPropertyID.fourCharCodeString)' cannot be set")

@@ -12,6 +12,8 @@ final class ExtAudioFileObject: ReferencedObject, @unchecked Sendable {
     private(set) var clientFormat: AudioStreamBasicDescription
     private(set) var converter: AudioConverterObject?
     private var core: ConverterCore? { converter?.core }
+    /// `kExtAudioFileProperty_ClientChannelLayout` as set (`AudioChannelLayout` bytes).
+    private(set) var clientChannelLayout: [UInt8]?
 
     // Reading state.
     private var nextPacket: Int64 = 0
@@ -103,7 +105,85 @@ final class ExtAudioFileObject: ReferencedObject, @unchecked Sendable {
         let object = AudioConverterObject(core)
         liveConverters.add(object)
         converter = object
+        // A layout for another channel count no longer describes the client's channels.
+        if let layout = clientChannelLayout {
+            do { core.setChannelOrder(try channelOrder(for: layout)) } catch { clientChannelLayout = nil }
+        }
         if !forWriting { try seek(to: currentFrame) }
+    }
+
+    /// The file's channel layout: the one it holds, else mono or stereo by its channel count.
+    var fileChannelLayout: [UInt8]? {
+        var layout: [UInt8]?
+        _ = file.with { c throws(AudioFailure) in layout = c.channelLayout }
+        if let layout { return layout }
+        guard fileFormat.mChannelsPerFrame <= 2 else { return nil }
+        var value = AudioChannelLayout()
+        value.mChannelLayoutTag = fileFormat.mChannelsPerFrame == 1 ? kAudioChannelLayoutTag_Mono : kAudioChannelLayoutTag_Stereo
+        return bytes(value)
+    }
+
+    /// Sets the client's channel layout: the client's channels are the file's, reordered to the
+    /// layout's labels. Its channel count must be the client format's, and each of its labels one
+    /// of the file's (a permutation), or, where the counts differ, both mono or stereo (the
+    /// converter's channel mapping then applies): else `kExtAudioFileError_InvalidChannelMap`
+    /// (`kAudioFormatUnknownFormatError` for a tag this library cannot resolve). A file being
+    /// written takes it before the first write (`kExtAudioFileError_InvalidOperationOrder`).
+    func setClientChannelLayout(_ layout: [UInt8]) throws(AudioFailure) {
+        if forWriting && writtenLengthClientFrames > 0 {
+            throw AudioFailure(kExtAudioFileError_InvalidOperationOrder, "the client channel layout cannot change after writing started")
+        }
+        let order = try channelOrder(for: layout)
+        guard let core else {
+            throw AudioFailure(kExtAudioFileError_InvalidOperationOrder, "set a client format before its channel layout")
+        }
+        core.setChannelOrder(order)
+        clientChannelLayout = layout
+        if !forWriting { try seek(to: currentFrame) }
+    }
+
+    /// The converter's channel order for a client layout (see ``setClientChannelLayout(_:)``).
+    private func channelOrder(for layout: [UInt8]) throws(AudioFailure) -> [Int]? {
+        func labels(_ bytes: [UInt8]) throws(AudioFailure) -> [AudioChannelLabel] {
+            do {
+                return try ChannelLayoutLabels.labels(bytes)
+            } catch {
+                throw error == .tooShort
+                    ? AudioFailure(kExtAudioFileError_InvalidPropertySize, "the channel layout is shorter than its fields say")
+                    : AudioFailure(kAudioFormatUnknownFormatError, "the channel layout's tag is not one this library knows")
+            }
+        }
+        let client = try labels(layout)
+        guard client.count == Int(clientFormat.mChannelsPerFrame) else {
+            throw AudioFailure(kExtAudioFileError_InvalidChannelMap, "the layout has \(client.count) channels; the client format \(clientFormat.mChannelsPerFrame)")
+        }
+        guard let fileLayout = fileChannelLayout else {
+            throw AudioFailure(kExtAudioFileError_InvalidChannelMap, "the file has no channel layout to map from")
+        }
+        let fileLabels = try labels(fileLayout)
+        func plain(_ l: [AudioChannelLabel]) -> Bool {
+            l == [kAudioChannelLabel_Mono] || l == [kAudioChannelLabel_Center] || l == [kAudioChannelLabel_Left, kAudioChannelLabel_Right]
+        }
+        guard client.count == fileLabels.count else {
+            guard plain(client), plain(fileLabels) else {
+                throw AudioFailure(kExtAudioFileError_InvalidChannelMap, "only mono and stereo layouts are mixed between channel counts")
+            }
+            return nil
+        }
+        // Client channel i is file channel from[i] (reading); file channel j is client channel to[j] (writing).
+        var taken = Set<Int>()
+        var from: [Int] = []
+        for label in client {
+            guard let i = fileLabels.indices.first(where: { fileLabels[$0] == label && !taken.contains($0) }) else {
+                throw AudioFailure(kExtAudioFileError_InvalidChannelMap, "the file has no channel labelled \(label) for the client layout")
+            }
+            taken.insert(i)
+            from.append(i)
+        }
+        guard forWriting else { return from }
+        var to = [Int](repeating: 0, count: from.count)
+        for (clientIndex, fileIndex) in from.enumerated() { to[fileIndex] = clientIndex }
+        return to
     }
 
     var currentFrame: Int64 {
