@@ -139,7 +139,10 @@ final class ConverterCore {
     /// ``PacketEncoder/maximumPacketSize``), or its constant packet size.
     var maximumOutputPacketSize: Int? {
         if destination.mBytesPerPacket > 0 { return Int(destination.mBytesPerPacket) }
-        return (try? openEncoder())?.maximumPacketSize
+        guard destinationPCM == nil else { return nil }
+        // Asked before the first conversion, a throwaway encoder answers, so that a bit rate or
+        // quality set afterwards still applies to the real one.
+        return (encoder ?? (try? makeEncoder()))?.maximumPacketSize
     }
 
     /// The destination's magic cookie (after the encoder opens).
@@ -305,16 +308,21 @@ final class ConverterCore {
 
     private func openEncoder() throws(AudioFailure) -> PacketEncoder {
         if let encoder { return encoder }
+        let e = try makeEncoder()
+        encoder = e
+        if destination.mFramesPerPacket == 0 && e.framesPerPacket > 0 { destination.mFramesPerPacket = UInt32(e.framesPerPacket) }
+        return e
+    }
+
+    /// A new encoder for the destination with the current bit rate and quality.
+    private func makeEncoder() throws(AudioFailure) -> PacketEncoder {
         let bits =
             [1: 16, 2: 20, 3: 24, 4: 32][destination.mFormatFlags]
             ?? (sourcePCM != nil ? Int(source.mBitsPerChannel) : 16)
         do {
-            let e = try PacketEncoder(
+            return try PacketEncoder(
                 formatID: destination.mFormatID, sampleRate: Int(destination.mSampleRate), channels: Int(destination.mChannelsPerFrame),
                 bitRate: bitRate, quality: codecQuality, bitsPerSample: bits)
-            encoder = e
-            if destination.mFramesPerPacket == 0 && e.framesPerPacket > 0 { destination.mFramesPerPacket = UInt32(e.framesPerPacket) }
-            return e
         } catch {
             throw AudioFailure(kAudioConverterErr_FormatNotSupported, "\(error)")
         }
