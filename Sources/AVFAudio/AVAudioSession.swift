@@ -353,7 +353,8 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         let (rate, duration, channels) = locked { (_preferredSampleRate, _preferredIOBufferDuration, _preferredOutputChannels) }
         let device = AudioSessionHost.defaultDevices().output
         let sampleRate = rate > 0 ? rate : (device?.sampleRate ?? 48000)
-        let outputChannels = channels > 0 ? channels : min(max(device?.channels ?? 2, 1), 8)
+        let deviceChannels = min(max(device?.channels ?? 2, 1), 8)
+        let outputChannels = channels > 0 ? min(channels, deviceChannels) : deviceChannels
         let ioDuration = duration > 0 ? duration : Self.defaultIOBufferDuration
         let exclusive = locked { Self.isExclusive(_category, _options) }
         // Sessions already active are older: they do not interrupt this one.
@@ -456,15 +457,31 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     /// The buffer duration the server granted the session's stream; the default before activation.
     public var ioBufferDuration: TimeInterval { locked { grant?.ioBufferDuration } ?? Self.defaultIOBufferDuration }
 
-    public var outputLatency: TimeInterval { locked { grant?.outputLatency } ?? 0 }
+    /// The output device's own latency, as the server reports it (the latency it runs the sink
+    /// at: what it keeps buffered ahead of the hardware), apart from ``ioBufferDuration``: the
+    /// device the session's stream plays on while active, the default output before.
+    public var outputLatency: TimeInterval {
+        if let latency = locked({ grant?.outputLatency }) { return latency }
+        return AudioSessionHost.defaultDevices().output?.latency ?? 0
+    }
 
-    /// On Linux an input stream's latency is its fragment: the I/O buffer duration.
-    public var inputLatency: TimeInterval { ioBufferDuration }
+    /// The input device's own latency, as the server reports it (the source's configured latency).
+    public var inputLatency: TimeInterval { AudioSessionHost.defaultDevices().input?.latency ?? 0 }
 
-    public var outputNumberOfChannels: Int { AudioSessionHost.defaultDevices().output?.channels ?? 0 }
-    public var inputNumberOfChannels: Int { AudioSessionHost.defaultDevices().input?.channels ?? 0 }
-    public var maximumOutputNumberOfChannels: Int { outputNumberOfChannels }
-    public var maximumInputNumberOfChannels: Int { inputNumberOfChannels }
+    /// The channels the session's stream carries while active (the preferred count, at most the
+    /// device's); the output device's before.
+    public var outputNumberOfChannels: Int {
+        if let channels = locked({ grant?.channels }) { return channels }
+        return maximumOutputNumberOfChannels
+    }
+
+    /// The session opens no input stream of its own, so the current input channels are those of
+    /// the input device.
+    public var inputNumberOfChannels: Int { maximumInputNumberOfChannels }
+    /// The output device's channels.
+    public var maximumOutputNumberOfChannels: Int { AudioSessionHost.defaultDevices().output?.channels ?? 0 }
+    /// The input device's channels.
+    public var maximumInputNumberOfChannels: Int { AudioSessionHost.defaultDevices().input?.channels ?? 0 }
     public var isInputAvailable: Bool { AudioSessionHost.defaultDevices().input != nil }
 
     /// Whether another client's playback stream is playing on the server now.

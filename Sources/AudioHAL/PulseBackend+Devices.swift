@@ -19,7 +19,7 @@ extension PulseBackend {
         device.index = i.index
         device.volumes = volumes(i.volume)
         device.muted = i.mute != 0
-        device.latency = Double(i.latency > 0 ? i.latency : i.configured_latency) / 1e6
+        device.latency = latency(configured: i.configured_latency, now: i.latency)
         device.isRunning = i.state == PA_SINK_RUNNING
         return device
     }
@@ -33,11 +33,16 @@ extension PulseBackend {
         device.index = i.index
         device.volumes = volumes(i.volume)
         device.muted = i.mute != 0
-        device.latency = Double(i.latency > 0 ? i.latency : i.configured_latency) / 1e6
+        device.latency = latency(configured: i.configured_latency, now: i.latency)
         device.isRunning = i.state == PA_SOURCE_RUNNING
         if i.monitor_of_sink != UInt32.max, let sink = i.monitor_of_sink_name { device.monitorOf = String(cString: sink) }
         return device
     }
+
+    /// A device's latency in seconds: the latency the server runs it at (its configured latency,
+    /// set by what its streams ask), or while it has none configured (idle), what it reports
+    /// having buffered now. `pactl list sinks` shows both ("Latency: … usec, configured … usec").
+    private static func latency(configured: pa_usec_t, now: pa_usec_t) -> Double { Double(configured > 0 ? configured : now) / 1e6 }
 
     /// What sinks and sources have in common (their port structs differ in name only).
     private static func describe<Port>(

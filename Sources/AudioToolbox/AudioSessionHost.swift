@@ -39,6 +39,9 @@ package struct AudioSessionDevice: Sendable, Equatable {
     package var channels: Int
     package var kind: AudioDeviceKind
     package var portName: String?
+    /// What the device adds between the server and the listener (or the microphone and the
+    /// server), in seconds, as the server reports it.
+    package var latency: Double
 
     init(_ info: HALDeviceInfo) {
         name = info.name
@@ -47,6 +50,7 @@ package struct AudioSessionDevice: Sendable, Equatable {
         channels = info.channels
         kind = info.kind
         portName = info.portName
+        latency = info.latency
     }
 }
 
@@ -54,7 +58,10 @@ package struct AudioSessionDevice: Sendable, Equatable {
 package struct AudioSessionGrant: Sendable {
     package var sampleRate: Double
     package var ioBufferDuration: Double
+    /// The output device's latency when the stream opened (``AudioSessionDevice/latency``).
     package var outputLatency: Double
+    /// The channels the session's stream carries.
+    package var channels: Int
     package var output: AudioSessionDevice
 }
 
@@ -126,7 +133,7 @@ package enum AudioSessionHost {
             state.withLock { $0.stream = stream }
             return AudioSessionGrant(
                 sampleRate: stream.format.sampleRate, ioBufferDuration: stream.grantedBufferDuration,
-                outputLatency: stream.grantedBufferDuration, output: AudioSessionDevice(stream.device))
+                outputLatency: stream.device.latency, channels: stream.format.channels, output: AudioSessionDevice(stream.device))
         } catch {
             throw AudioFailure(
                 error.kind == .noServer ? kAudioQueueErr_InvalidDevice : kAudioQueueErr_CannotStart, "the session's stream cannot open: \(error)")

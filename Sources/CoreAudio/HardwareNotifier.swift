@@ -34,8 +34,13 @@ final class HardwareNotifier: @unchecked Sendable {
 
         /// A closure's identity: its function and context, so that the closure value given to
         /// `AudioObjectAddPropertyListenerBlock` removes the same registration when given again.
+        ///
+        /// Read through a struct of the block's own type: handing the closure itself to a generic
+        /// (`withUnsafeBytes(of:)`, `unsafeBitCast`) would wrap it in a fresh thunk each time.
         static func identity(_ block: @escaping AudioObjectPropertyListenerBlock) -> [Int] {
-            withUnsafeBytes(of: block) { Array($0.bindMemory(to: Int.self)) }
+            struct Holder { let block: AudioObjectPropertyListenerBlock }
+            var holder = Holder(block: block)
+            return withUnsafeBytes(of: &holder) { Array($0.bindMemory(to: Int.self)) }
         }
     }
 

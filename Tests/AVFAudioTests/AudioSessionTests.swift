@@ -2,6 +2,7 @@ import AVFAudio
 import AudioToolbox
 import AudioTestSupport
 import Foundation
+import Synchronization
 import XCTest
 
 /// Acceptance 6 of the session issue: every raw value is Apple's; the role mapping is the table
@@ -159,6 +160,43 @@ final class AudioSessionServerTests: XCTestCase {
         // Deactivation closes the stream.
         try session.setActive(false)
         XCTAssertFalse(try server.pactl(["list", "sink-inputs"]).contains("AVAudioSession"))
+    }
+
+    /// The configured latency `pactl list sinks|sources` shows for a device, in seconds.
+    private func configuredLatency(_ server: PrivatePulseServer, _ kind: String, _ name: String) throws -> Double {
+        let list = try server.pactl(["list", kind])
+        let block = try XCTUnwrap(list.components(separatedBy: "\n\n").first { $0.contains("Name: \(name)\n") }, list)
+        let line = try XCTUnwrap(block.split(separator: "\n").first { $0.contains("Latency:") }, block)
+        // "Latency: 1234 usec, configured 10000 usec"
+        let configured = try XCTUnwrap(line.components(separatedBy: "configured ").last?.split(separator: " ").first.flatMap { Double($0) }, String(line))
+        return configured / 1e6
+    }
+
+    func testLatenciesAndChannelCountsAreTheDevices() throws {
+        let server = try TestSound.server()
+        let session = AVAudioSession.sharedInstance()
+        try session.setCategory(.playback)
+        try session.setPreferredIOBufferDuration(0.05)
+        try session.setPreferredOutputNumberOfChannels(1)
+        try session.setActive(true)
+        defer {
+            try? session.setActive(false)
+            try? session.setPreferredIOBufferDuration(0)
+            try? session.setPreferredOutputNumberOfChannels(0)
+        }
+        // The devices' own latencies as the server runs them (the speaker's: what its 10 ms
+        // keeper stream asks for), not the session's 50 ms buffer.
+        let speaker = try configuredLatency(server, "sinks", "speaker")
+        let microphone = try configuredLatency(server, "sources", "micfeed.monitor")
+        XCTAssertGreaterThan(speaker, 0)
+        XCTAssertEqual(session.outputLatency, speaker, accuracy: 0.002)
+        XCTAssertEqual(session.inputLatency, microphone, accuracy: 0.002)
+        XCTAssertEqual(session.ioBufferDuration, 0.05, accuracy: 0.005)
+        XCTAssertGreaterThan(abs(session.outputLatency - session.ioBufferDuration), 0.01, "the device's latency is not the buffer's")
+        // One channel asked of a stereo speaker: the stream carries one, the device has two.
+        XCTAssertEqual(session.outputNumberOfChannels, 1)
+        XCTAssertEqual(session.maximumOutputNumberOfChannels, 2)
+        XCTAssertEqual(session.maximumInputNumberOfChannels, 1, "micfeed is mono")
     }
 }
 
@@ -418,6 +456,36 @@ final class FloatRecorder: @unchecked Sendable {
 }
 
 extension AudioSessionServerTests {
+    /// The system's input mute (the default source's, on the server) reaches the app's handler;
+    /// what the handler returns decides whether the app's own input mute follows.
+    func testInputMuteStateChangeHandlerFollowsTheServersMicrophoneMute() throws {
+        let server = try TestSound.server()
+        let app = AVAudioApplication.shared
+        try app.setInputMuted(false)
+        let told = Mutex<[Bool]>([])
+        let take = Mutex(true)
+        try app.setInputMuteStateChangeHandler { muted in
+            told.withLock { $0.append(muted) }
+            return take.withLock { $0 }
+        }
+        defer {
+            try? app.setInputMuteStateChangeHandler(nil)
+            _ = try? server.pactl(["set-source-mute", "micfeed.monitor", "0"])
+            try? app.setInputMuted(false)
+        }
+        _ = try server.pactl(["set-source-mute", "micfeed.monitor", "1"])
+        XCTAssertTrue(waitUntil(timeout: 2) { told.withLock { $0 } == [true] })
+        XCTAssertTrue(waitUntil(timeout: 1) { app.isInputMuted }, "the app took the system's mute")
+        take.withLock { $0 = false }
+        _ = try server.pactl(["set-source-mute", "micfeed.monitor", "0"])
+        XCTAssertTrue(waitUntil(timeout: 2) { told.withLock { $0 } == [true, false] })
+        XCTAssertTrue(app.isInputMuted, "a handler that returns false leaves the app's mute as it was")
+        try app.setInputMuteStateChangeHandler(nil)
+        _ = try server.pactl(["set-source-mute", "micfeed.monitor", "1"])
+        _ = try server.pactl(["set-source-mute", "micfeed.monitor", "0"])
+        XCTAssertEqual(told.withLock { $0 }, [true, false], "no handler, no calls")
+    }
+
     func testRecordPermissionAndInputMute() throws {
         let server = try TestSound.server()
         XCTAssertNotEqual(AVAudioApplication.shared.recordPermission, .denied)

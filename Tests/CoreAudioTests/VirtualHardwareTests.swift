@@ -83,6 +83,20 @@ final class VirtualHardwareTests: XCTestCase {
         XCTAssertEqual(virtual.deviceList().defaultOutput, "virtual")
     }
 
+    func testAListenerBlockIsRemovedByTheSameClosure() {
+        let block: AudioObjectPropertyListenerBlock = { _, _ in }
+        let other: AudioObjectPropertyListenerBlock = { _, _ in }
+        var address = AudioObjectPropertyAddress(mSelector: kAudioHardwarePropertyDevices, mScope: kAudioObjectPropertyScopeGlobal, mElement: 0)
+        let system = AudioObjectID(kAudioObjectSystemObject)
+        XCTAssertEqual(AudioObjectAddPropertyListenerBlock(system, &address, nil, block), noErr)
+        // Heap traffic between adding and removing, as an app has.
+        let noise = (0..<1000).map { _ in NSObject() }
+        XCTAssertEqual(AudioObjectRemovePropertyListenerBlock(system, &address, nil, other), kAudioHardwareUnknownPropertyError, "another closure")
+        XCTAssertEqual(AudioObjectRemovePropertyListenerBlock(system, &address, nil, block), noErr)
+        XCTAssertEqual(AudioObjectRemovePropertyListenerBlock(system, &address, nil, block), kAudioHardwareUnknownPropertyError, "removed once")
+        withExtendedLifetime(noise) {}
+    }
+
     func testIOProcRendersOnTheClock() throws {
         let output = defaultOutput()
         let proc: AudioDeviceIOProc = { _, _, _, time, output, outputTime, _ in
