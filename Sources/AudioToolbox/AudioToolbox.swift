@@ -39,6 +39,16 @@
 //    bookkeeping and, for a stream request (cork, flush, timing), the audio main loop's lock for
 //    the request alone, waiting for the reply with that lock released.
 // 6. Delegates of AVAudioPlayer and AVAudioRecorder: a private serial dispatch queue each.
+// 7. A device's I/O thread (`import CoreAudio`'s IOProcs): the main-loop thread of a connection of
+//    the device's own (`HALStreamRequest.ownThread`), SCHED_FIFO where allowed, one per device
+//    with running IOProcs. Runs `DeviceIOClient`, which calls the user's IOProcs (Apple documents
+//    them as real-time callbacks): the same rules as the server thread for everything of ours,
+//    and a late IOProc delays only its own device. Checked by openavf-rtcheck's `ioproc` scenario.
+// 8. The device API's notification thread ("CoreAudio notifications", one per process, from the
+//    first use of `AudioObject*`): sleeps on its own subscription to the backend's `HALEvents`,
+//    reads the server's devices after each event and calls property listeners (procs there,
+//    blocks on their queue). System sounds' completions come from the control thread through a
+//    private queue (blocks) or the run loop given.
 //
 // Lock order, outermost first: a thread holding one of these never takes one above it.
 // 1. AVAudioPlayer's decode lock (`PlayerDecoder.lock`: held while decoding and enqueueing, and
@@ -47,7 +57,8 @@
 // 2. AVAudioSession's route-check lock, then its state lock.
 // 3. `AudioQueueObject.lock` (the queue's state).
 // 4. The audio environment's lock (taken when a queue first opens a stream and connects).
-// 5. `PulseBackend`'s ducking-trigger lock.
+// 5. `PulseBackend`'s ducking-trigger lock; CoreAudio's IOProc table (`DeviceIO`), then its
+//    device snapshot (`Hardware`); the system sounds' table.
 // 6. A `PulseConnection`'s main-loop lock (control or audio): innermost. Nothing of ours is
 //    taken while it is held, on any thread.
 // Leaves (held only around their own data, never while taking another): AVAudioPlayer's
