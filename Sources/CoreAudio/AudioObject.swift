@@ -58,7 +58,6 @@ public func AudioObjectGetPropertyDataSize(
     let address = inAddress.pointee
     return status { () throws(PropertyError) in
         if let size = inOutSize(address.mSelector) {
-            _ = try? Hardware.shared.value(of: inObjectID, address, qualifier: nil)
             guard AudioObjectHasProperty(inObjectID, inAddress) else { throw .unknownProperty }
             outDataSize.pointee = UInt32(size)
             return

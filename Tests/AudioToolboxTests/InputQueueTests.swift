@@ -59,13 +59,14 @@ final class InputQueueTests: XCTestCase {
         XCTAssertTrue(waitUntil(timeout: 5) { sink.callbackCount >= target })
         sink.lock.lock()
         sink.keepGoing = false
+        // The regularity of a running queue: the buffers a stop hands back come at once, after it.
+        let arrivals = sink.arrivals
         sink.lock.unlock()
         XCTAssertEqual(AudioQueueStop(q, true), noErr)
         XCTAssertEqual(AudioQueueDispose(q, true), noErr)
 
         sink.lock.lock()
         let recorded = sink.samples
-        let arrivals = sink.arrivals
         let stamps = sink.stamps
         sink.lock.unlock()
 
