@@ -2,11 +2,13 @@ internal import AudioCodecs
 import AudioToolbox
 public import Foundation
 
-/// What an ``AVAudioPlayer`` tells its delegate. Both methods have empty default implementations.
+/// What an ``AVAudioPlayer`` tells its delegate, on the main actor as Apple's (so that a view
+/// controller or any `@MainActor` type conforms as it does on Apple's platforms). Both methods
+/// have empty default implementations.
 ///
-/// Apple calls these on the main thread. Here they arrive on a serial dispatch queue private to the
-/// player (never the real-time thread, never with a lock held), so that programs without a main
-/// run loop hear them too; hop to the main actor yourself where it matters.
+/// The calls come through the main dispatch queue: a program without an app's event loop hears
+/// them while its main thread runs the main run loop or `dispatchMain()`, as on a Mac.
+@MainActor
 public protocol AVAudioPlayerDelegate: AnyObject {
     /// Playback reached the end (after every loop): `flag` is `false` when it stopped because the
     /// data could not be decoded. Not called after ``AVAudioPlayer/stop()`` or an interruption.
@@ -15,6 +17,7 @@ public protocol AVAudioPlayerDelegate: AnyObject {
     func audioPlayerDecodeErrorDidOccur(_ player: AVAudioPlayer, error: (any Error)?)
 }
 
+@MainActor
 extension AVAudioPlayerDelegate {
     public func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool) {}
     public func audioPlayerDecodeErrorDidOccur(_ player: AVAudioPlayer, error: (any Error)?) {}
@@ -182,14 +185,19 @@ open class AVAudioPlayer: NSObject, @unchecked Sendable {
         set { core.withLock { core.deviceName = newValue } }
     }
 
-    // MARK: Delegate delivery (called by the core, on its delegate queue)
+    // MARK: Delegate delivery (called by the core; the delegate hears it on the main actor)
 
     fileprivate func tellFinished(successfully: Bool) {
-        delegate?.audioPlayerDidFinishPlaying(self, successfully: successfully)
+        DispatchQueue.main.async { [self] in
+            MainActor.assumeIsolated { delegate?.audioPlayerDidFinishPlaying(self, successfully: successfully) }
+        }
     }
 
     fileprivate func tellDecodeError(_ error: any Error) {
-        delegate?.audioPlayerDecodeErrorDidOccur(self, error: error)
+        let box = UncheckedError(error: error)
+        DispatchQueue.main.async { [self] in
+            MainActor.assumeIsolated { delegate?.audioPlayerDecodeErrorDidOccur(self, error: box.error) }
+        }
     }
 }
 
@@ -222,7 +230,6 @@ private final class PlayerCore: @unchecked Sendable {
     let length: Int64
     var duration: TimeInterval { Double(length) / sampleRate }
     weak var owner: AVAudioPlayer?
-    private let delegateQueue = DispatchQueue(label: "AVAudioPlayer.delegate")
     private var interruptions: InterruptionWatch?
 
     // Settings.
@@ -451,12 +458,11 @@ private final class PlayerCore: @unchecked Sendable {
         segments = []
         let success = decodeError == noErr
         lock.unlock()
-        delegateQueue.async { [weak owner] in owner?.tellFinished(successfully: success) }
+        owner?.tellFinished(successfully: success)
     }
 
     private func report(_ error: any Error) {
-        let box = UncheckedError(error: error)
-        delegateQueue.async { [weak owner] in owner?.tellDecodeError(box.error) }
+        owner?.tellDecodeError(error)
     }
 
     /// Resets decoding to start at `restPosition` and fills every idle buffer. Call with the

@@ -3,8 +3,9 @@ public import Foundation
 
 /// What an ``AVAudioRecorder`` tells its delegate. Both methods have empty default implementations.
 ///
-/// As with ``AVAudioPlayerDelegate``, calls arrive on a serial queue private to the recorder
-/// rather than the main thread. The protocol is Sendable, as Apple's is.
+/// Calls arrive on a serial queue private to the recorder rather than the main thread; the
+/// protocol is Sendable, as Apple's is (unlike ``AVAudioPlayerDelegate``, it is not main-actor
+/// isolated), so a conforming type takes them on any thread.
 public protocol AVAudioRecorderDelegate: AnyObject, Sendable {
     /// The recording ended (``AVAudioRecorder/stop()`` or the duration was reached) and the file is
     /// closed; `flag` is `false` when encoding or writing failed.

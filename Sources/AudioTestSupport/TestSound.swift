@@ -27,11 +27,17 @@ public enum TestSound {
 }
 
 /// Waits until `condition` holds, checking every millisecond; `false` after `timeout` seconds.
+/// On the main thread it runs the main run loop meanwhile, so that what the library hands to the
+/// main queue (AVAudioPlayer's delegate calls) arrives while a test waits for it.
 public func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
     let deadline = Date(timeIntervalSinceNow: timeout)
     while !condition() {
         if Date() >= deadline { return false }
-        usleep(1000)
+        if Thread.isMainThread {
+            _ = RunLoop.main.run(mode: .default, before: Date(timeIntervalSinceNow: 0.001))
+        } else {
+            usleep(1000)
+        }
     }
     return true
 }

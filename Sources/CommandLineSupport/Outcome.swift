@@ -20,8 +20,8 @@ public final class Outcome: @unchecked Sendable {
 }
 
 extension Outcome: AVAudioPlayerDelegate {
-    public func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool) { finish(flag) }
-    public func audioPlayerDecodeErrorDidOccur(_ player: AVAudioPlayer, error: (any Error)?) { fail(error) }
+    public nonisolated func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool) { finish(flag) }
+    public nonisolated func audioPlayerDecodeErrorDidOccur(_ player: AVAudioPlayer, error: (any Error)?) { fail(error) }
 }
 
 extension Outcome: AVAudioRecorderDelegate {

@@ -84,7 +84,9 @@ func play(_ o: Options) throws(ToolFailure) {
             let level = (0..<player.numberOfChannels).map { player.peakPower(forChannel: $0) }.max() ?? -160
             progressLine(String(format: "%7.2f / %7.2f s", player.currentTime, total), level: level)
         }
-        usleep(o.time == nil ? 20_000 : 2000)  // with -t, the time limit's resolution
+        // The delegate is called on the main queue, as Apple's: run the main run loop meanwhile
+        // (with -t, the time limit's resolution is 2 ms).
+        _ = RunLoop.main.run(mode: .default, before: Date(timeIntervalSinceNow: o.time == nil ? 0.02 : 0.002))
     }
     if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
     if let error = finish.error { throw ToolFailure("decoding \(o.path) failed: \(error)") }

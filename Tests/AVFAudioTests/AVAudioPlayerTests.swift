@@ -5,21 +5,23 @@ import Foundation
 import XCTest
 
 /// Counts what a player tells its delegate.
-final class PlayerDelegateLog: AVAudioPlayerDelegate, @unchecked Sendable {
+final class PlayerDelegateLog: @unchecked Sendable {
     private let lock = NSLock()
     private var finishes: [Bool] = []
     private var errors: [String] = []
 
-    func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool) {
+    var finished: [Bool] { lock.withLock { finishes } }
+    var decodeErrors: [String] { lock.withLock { errors } }
+}
+
+extension PlayerDelegateLog: AVAudioPlayerDelegate {
+    nonisolated func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool) {
         lock.withLock { finishes.append(flag) }
     }
 
-    func audioPlayerDecodeErrorDidOccur(_ player: AVAudioPlayer, error: (any Error)?) {
+    nonisolated func audioPlayerDecodeErrorDidOccur(_ player: AVAudioPlayer, error: (any Error)?) {
         lock.withLock { errors.append(error.map { "\($0)" } ?? "nil") }
     }
-
-    var finished: [Bool] { lock.withLock { finishes } }
-    var decodeErrors: [String] { lock.withLock { errors } }
 }
 
 /// Files the player tests play, made by ffmpeg (an independent encoder) and sox.

@@ -145,6 +145,24 @@ extension AudioObjectID {
     }
 }
 
+/// A view model as SwiftUI and UIKit apps write one: main-actor isolated, its own delegate.
+@MainActor
+final class SoundModel: NSObject, AVAudioPlayerDelegate {
+    var player: AVAudioPlayer?
+    var finished = false
+
+    func play(_ url: URL) throws {
+        player = try AVAudioPlayer(contentsOf: url)
+        player?.delegate = self
+        player?.prepareToPlay()
+        player?.play()
+    }
+
+    func audioPlayerDidFinishPlaying(_ player: AVAudioPlayer, successfully flag: Bool) {
+        finished = flag
+    }
+}
+
 final class AppleIdiomTests: XCTestCase {
     override func setUpWithError() throws {
         _ = try TestSound.server()
@@ -299,6 +317,20 @@ final class AppleIdiomTests: XCTestCase {
         wait(for: [done], timeout: 3)
         AudioServicesPlaySystemSound(kSystemSoundID_Vibrate)
         AudioServicesDisposeSystemSoundID(soundID)
+    }
+
+    @MainActor
+    func testMainActorPlayerDelegate() throws {
+        let dir = try scratchDirectory("idioms-delegate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = dir.appendingPathComponent("blip.wav")
+        let format = AVAudioFormat(standardFormatWithSampleRate: 48000, channels: 1)!
+        let buffer = AVAudioPCMBuffer(pcmFormat: format, frameCapacity: 4800)!
+        buffer.frameLength = 4800
+        try AVAudioFile(forWriting: url, settings: format.settings).write(from: buffer)
+        let model = SoundModel()
+        try model.play(url)
+        XCTAssertTrue(waitUntil(timeout: 3) { model.finished }, "the delegate heard the end on the main actor")
     }
 
     func testFileTypeHintsAndNewNames() throws {
