@@ -22,7 +22,7 @@ enum PlayerBench {
             let deadline = Date(timeIntervalSinceNow: seconds)
             while done.wait(timeout: .now()) != .success {
                 guard Date() < deadline else { return false }
-                _ = RunLoop.main.run(mode: .default, before: Date(timeIntervalSinceNow: 0.01))
+                _ = RunLoop.main.run(mode: .default, before: Date(timeIntervalSinceNow: 0.5))
             }
             return true
         }
