@@ -93,12 +93,21 @@ final class PulseConnection: @unchecked Sendable {
 
     deinit { shutDown() }
 
+    /// Stops the main loop's thread, so that nothing of this connection runs there any more (its
+    /// teardown happens on the caller's thread); ``shutDown()`` does it too.
+    func stopLoop() {
+        guard started else { return }
+        started = false
+        state.connected.store(false, ordering: .relaxed)
+        pa_threaded_mainloop_stop(mainloop)
+    }
+
     /// Disconnects and stops the main loop; the second call does nothing.
     func shutDown() {
         guard !isShutDown else { return }
         isShutDown = true
         state.connected.store(false, ordering: .relaxed)
-        if started { pa_threaded_mainloop_stop(mainloop) }
+        stopLoop()
         pa_context_set_subscribe_callback(context, nil, nil)
         pa_context_set_state_callback(context, nil, nil)
         pa_context_disconnect(context)

@@ -416,6 +416,9 @@ final class PulseStream: HALStream, @unchecked Sendable {
     }
 
     func close() {
+        // A connection of the stream's own stops first: the stream's teardown (libpulse frees it
+        // when the server confirms the disconnect) then happens here, not on its real-time thread.
+        if ownsConnection { connection.stopLoop() }
         connection.locked {
             cancelDrain()
             if let op = timingOperation {
