@@ -18,6 +18,10 @@ OPENAVF_PACKAGES=(
     libsox-fmt-all    # sox: CAF (via libsndfile), MP3 and the other formats
     espeak-ng         # speech files written by a third program
     time              # /usr/bin/time: the benchmark's per-process peak memory
+    pipewire          # the second private server the tests start (PipeWire, as most desktops run)
+    pipewire-pulse    # its PulseAudio protocol, which the library speaks
+    wireplumber       # its session manager
+    dbus-daemon       # a private session bus for PipeWire's daemons
 )
 
 ensure_packages() {

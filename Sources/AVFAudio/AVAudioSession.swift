@@ -47,6 +47,8 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     private var _preferredOutputChannels = 0
 
     private var interrupted = false
+    /// The interruption is another client's call, seen by the session itself (``checkCalls()``).
+    private var interruptedByCall = false
     /// Other processes' exclusive sessions that were there when this one activated (they do not
     /// interrupt it), and the one that interrupted it, if any.
     private var olderSessions: Set<UInt32> = []
@@ -75,6 +77,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
                 active = false
                 grant = nil
                 interrupted = false
+                interruptedByCall = false
                 interrupter = nil
                 olderSessions = []
                 otherAudioWasPlaying = nil
@@ -112,7 +115,10 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         }
         if event.contains(.interruptionEnded) {
             if locked({ interrupted }) {
-                locked { interrupted = false }
+                locked {
+                    interrupted = false
+                    interruptedByCall = false
+                }
                 NotificationCenter.default.post(
                     name: Self.interruptionNotification, object: self,
                     userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.ended.rawValue), AVAudioSessionInterruptionOptionKey: NSNumber(value: InterruptionOptions.shouldResume.rawValue)])
@@ -120,8 +126,35 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         }
         if event.contains(.devices) { checkRoute() }
         if event.contains(.otherSessions) {
+            checkCalls()
             checkOtherSessions()
             checkOtherAudio()
+        }
+    }
+
+    /// On a server that does not pause sessions for calls itself (PipeWire's pipewire-pulse has no
+    /// `module-role-cork`), another client's call stream (`media.role=phone`) interrupts a
+    /// non-mixable active session as the server's cork request would, and its end ends it.
+    private func checkCalls() {
+        guard let calling = AudioSessionHost.callInProgress() else { return }
+        let (isActive, mixable, already, byCall) = locked { (active, Self.isMixable(_category, _options), interrupted, interruptedByCall) }
+        if calling && isActive && !mixable && !already {
+            locked {
+                interrupted = true
+                interruptedByCall = true
+            }
+            _ = AudioSessionHost.pausePlayback()
+            NotificationCenter.default.post(
+                name: Self.interruptionNotification, object: self,
+                userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.began.rawValue), AVAudioSessionInterruptionReasonKey: NSNumber(value: InterruptionReason.default.rawValue)])
+        } else if !calling && byCall {
+            locked {
+                interrupted = false
+                interruptedByCall = false
+            }
+            NotificationCenter.default.post(
+                name: Self.interruptionNotification, object: self,
+                userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.ended.rawValue), AVAudioSessionInterruptionOptionKey: NSNumber(value: InterruptionOptions.shouldResume.rawValue)])
         }
     }
 
@@ -150,6 +183,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             if !others.contains(current) {
                 locked {
                     interrupted = false
+                    interruptedByCall = false
                     interrupter = nil
                 }
                 NotificationCenter.default.post(

@@ -343,6 +343,12 @@ package protocol AudioBackend: AnyObject, Sendable {
 
     // Devices as the user's sound settings change them (the device API of `import CoreAudio`).
 
+    /// Whether the server itself asks this process's policy stream to pause when another client's
+    /// call starts, and to go on when it ends (PulseAudio's `module-role-cork`). Where it does not
+    /// (PipeWire's `pipewire-pulse` has no policy modules), the audio session watches other
+    /// clients' call streams itself.
+    var corksStreamsForCalls: Bool { get }
+
     /// Every output and input (monitors included) with their state, and the defaults.
     func deviceList() -> HALDeviceList
     /// Makes the device named `name` the server's default output (or input).

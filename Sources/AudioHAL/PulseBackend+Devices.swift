@@ -62,8 +62,10 @@ extension PulseBackend {
         device.vendor = properties["device.vendor.name"]
         device.product = properties["device.product.name"]
         device.bus = properties["device.bus"]
-        // Null sinks are `abstract`, monitors `monitor`; filter and network devices have no bus.
+        // PulseAudio's null sinks are `abstract`, monitors `monitor`; PipeWire (pipewire-pulse)
+        // names its null sinks by their factory.
         device.isVirtual = ["abstract", "monitor", "filter"].contains(properties["device.class"] ?? "")
+            || properties["factory.name"] == "support.null-audio-sink"
         if let ports {
             for n in 0..<Int(portCount) {
                 guard let p = ports[n].map(port) else { continue }

@@ -36,3 +36,16 @@ extension PulseBackend {
         }
     }
 }
+
+extension PulseBackend {
+    /// Whether `module-role-cork` is loaded: asked of the server once per connection (the
+    /// corresponding PulseAudio call is `pa_context_get_module_info_list`).
+    package var corksStreamsForCalls: Bool {
+        roleCorkLoaded.withLock { known in
+            if let known { return known }
+            let loaded = !modules(named: "module-role-cork").isEmpty
+            known = loaded
+            return loaded
+        }
+    }
+}

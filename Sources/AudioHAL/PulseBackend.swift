@@ -33,6 +33,8 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
     /// What to call when a sample playing from the cache ends, by its stream's index
     /// (``playSample(_:device:completion:)``).
     let samplesPlaying = Mutex<[UInt32: @Sendable (Bool) -> Void]>([:])
+    /// Whether the server has `module-role-cork`, once asked (``corksStreamsForCalls``).
+    let roleCorkLoaded = Mutex<Bool?>(nil)
     /// The name the process's connections give the server, for connections of a stream's own
     /// (``HALStreamRequest/ownThread``).
     let applicationName: String

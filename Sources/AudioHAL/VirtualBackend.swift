@@ -233,6 +233,9 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
 
     private var hasPolicyStream: Bool { lock.withLock { $0.contains { $0.reportsPolicyEvents } } }
 
+    /// The virtual server corks for calls (``beginInterruption()``), as PulseAudio's role-cork does.
+    package var corksStreamsForCalls: Bool { true }
+
     /// Whether the process asked to duck others (``setDuckingOthers(_:device:)``).
     package var isDuckingOthers: Bool { ducking.load(ordering: .relaxed) }
     private let ducking = Atomic<Bool>(false)

@@ -14,12 +14,28 @@ import Glibc
 /// would lose or repeat a few milliseconds whenever a stream starts. The server exits by itself
 /// (`--exit-idle-time`) if its owner dies without stopping it.
 public final class PrivatePulseServer: @unchecked Sendable {
+    /// Which server speaks the protocol: PulseAudio itself, or PipeWire through `pipewire-pulse`
+    /// (with `wireplumber` and a D-Bus session bus of its own), as most desktops run now.
+    public enum Kind: String, Sendable {
+        case pulseaudio, pipewire
+
+        /// The kind `OPENAVF_TEST_SERVER` names (`pulseaudio` when unset).
+        public static var fromEnvironment: Kind {
+            ProcessInfo.processInfo.environment["OPENAVF_TEST_SERVER"].flatMap(Kind.init(rawValue:)) ?? .pulseaudio
+        }
+    }
+
+    public let kind: Kind
     public let directory: URL
-    public var socketPath: String { directory.appendingPathComponent("native").path }
+    /// The native-protocol socket: PulseAudio's in ``directory``, pipewire-pulse's in its `pulse`
+    /// folder (where it always puts it, under its runtime directory).
+    public var socketPath: String { directory.appendingPathComponent(kind == .pipewire ? "pulse/native" : "native").path }
     /// The libpulse server string: `unix:<socket>`.
     public var serverString: String { "unix:\(socketPath)" }
     public let sampleRate: Int
     private var process: ChildProcess?
+    /// PipeWire's daemons, in start order: the bus, pipewire, wireplumber, pipewire-pulse.
+    private var daemons: [ChildProcess] = []
     /// Silent low-latency streams that keep the null sinks awake (see ``init(sampleRate:timeout:)``).
     private var keepers: [ChildProcess] = []
 
@@ -29,7 +45,8 @@ public final class PrivatePulseServer: @unchecked Sendable {
     }
 
     /// Starts a server; returns once it answers `pactl info`, or throws after `timeout` seconds.
-    public init(sampleRate: Int = 48000, timeout: Double = 10) throws {
+    public init(kind: Kind = .pulseaudio, sampleRate: Int = 48000, timeout: Double = 10) throws {
+        self.kind = kind
         self.sampleRate = sampleRate
         let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("openavf-pulse-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -50,6 +67,80 @@ public final class PrivatePulseServer: @unchecked Sendable {
 
     /// Starts the daemon and its keepers in ``directory`` and waits until it serves.
     private func launch(timeout: Double) throws {
+        if kind == .pipewire {
+            try launchPipeWire(timeout: timeout)
+        } else {
+            try launchPulseAudio(timeout: timeout)
+        }
+        try startKeepers(timeout: timeout)
+    }
+
+    /// A shell that runs a command and ends it when this process is gone, so that a crashed owner
+    /// leaves nothing running.
+    private func watched(_ arguments: [String], environment: [String: String], log: String? = nil) throws -> ChildProcess {
+        let redirect = log.map { " >\($0) 2>&1" } ?? ""
+        let script = "\"$@\"\(redirect) & k=$!; while kill -0 \(getpid()) 2>/dev/null && kill -0 $k 2>/dev/null; do sleep 1; done; kill $k 2>/dev/null"
+        return try ChildProcess("/bin/sh", ["-c", script, "watched"] + arguments, environment: environment, ownProcessGroup: true)
+    }
+
+    /// PipeWire: a D-Bus session bus, `pipewire`, `wireplumber` and `pipewire-pulse` in
+    /// ``directory`` (its runtime, config and state directories), then the two null sinks made
+    /// through `pactl`, as the PulseAudio server's configuration makes them.
+    private func launchPipeWire(timeout: Double) throws {
+        let tools = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse"].map { ($0, Self.which($0)) }
+        let missing = tools.filter { $0.1 == nil }.map(\.0)
+        guard missing.isEmpty else {
+            throw Failure(description: "PipeWire is not installed: \(missing.joined(separator: ", ")) (apt-get install pipewire pipewire-pulse wireplumber dbus)")
+        }
+        let dir = directory
+        var env = ProcessInfo.processInfo.environment
+        env["HOME"] = dir.path
+        env["XDG_RUNTIME_DIR"] = dir.path
+        env["XDG_CONFIG_HOME"] = dir.appendingPathComponent("config").path
+        env["XDG_STATE_HOME"] = dir.appendingPathComponent("state").path
+        env["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(dir.appendingPathComponent("bus").path)"
+        env["PULSE_SERVER"] = nil
+        env["PIPEWIRE_REMOTE"] = nil
+        try? FileManager.default.removeItem(at: dir.appendingPathComponent("pulse"))
+        let log = { (name: String) in dir.appendingPathComponent("\(name).log").path }
+        daemons = [try watched(
+            [tools[0].1!, "--session", "--address=\(env["DBUS_SESSION_BUS_ADDRESS"]!)", "--nofork", "--nopidfile"], environment: env, log: log("dbus"))]
+        guard waitUntil(timeout: timeout, { FileManager.default.fileExists(atPath: dir.appendingPathComponent("bus").path) }) else {
+            stop()
+            throw Failure(description: "the private D-Bus session bus did not come up")
+        }
+        daemons.append(try watched([tools[1].1!], environment: env, log: log("pipewire")))
+        guard waitUntil(timeout: timeout, { FileManager.default.fileExists(atPath: dir.appendingPathComponent("pipewire-0").path) }) else {
+            stop()
+            throw Failure(description: "the private PipeWire did not come up:\n\((try? String(contentsOfFile: log("pipewire"), encoding: .utf8)) ?? "")")
+        }
+        daemons.append(try watched([tools[2].1!], environment: env, log: log("wireplumber")))
+        daemons.append(try watched([tools[3].1!], environment: env, log: log("pipewire-pulse")))
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while (try? pactl(["info"])) == nil {
+            guard Date() < deadline else {
+                stop()
+                throw Failure(description: "the private pipewire-pulse did not come up:\n\((try? String(contentsOfFile: log("pipewire-pulse"), encoding: .utf8)) ?? "")")
+            }
+            usleep(20_000)
+        }
+        for (sink, channels, description) in [("speaker", 2, "Speaker"), ("micfeed", 1, "MicFeed")] {
+            try pactl(["load-module", "module-null-sink", "sink_name=\(sink)", "rate=\(sampleRate)", "channels=\(channels)", "format=float32le",
+                       "sink_properties=device.description=\(description)"])
+        }
+        // WirePlumber makes the nodes; the defaults can be set once the server lists them.
+        guard waitUntil(timeout: timeout, {
+            let sources = (try? self.pactl(["list", "short", "sources"])) ?? ""
+            return sources.contains("speaker.monitor") && sources.contains("micfeed.monitor")
+        }) else {
+            stop()
+            throw Failure(description: "the private PipeWire's null sinks did not appear")
+        }
+        try pactl(["set-default-sink", "speaker"])
+        try pactl(["set-default-source", "micfeed.monitor"])
+    }
+
+    private func launchPulseAudio(timeout: Double) throws {
         let pulseaudio = Self.which("pulseaudio")
         guard let pulseaudio else { throw Failure(description: "pulseaudio is not installed (apt-get install pulseaudio)") }
         var env = ProcessInfo.processInfo.environment
@@ -74,6 +165,10 @@ public final class PrivatePulseServer: @unchecked Sendable {
             }
             usleep(20_000)
         }
+    }
+
+    /// Silent streams that keep the null sinks rendering in small blocks.
+    private func startKeepers(timeout: Double) throws {
         // An idle null sink renders in blocks of up to two seconds and, once a stream arrives,
         // only notices at the end of the block it sleeps in: the first audio reaches its monitor
         // up to two seconds late. A silent 10 ms stream on each sink keeps them rendering in
@@ -105,12 +200,15 @@ public final class PrivatePulseServer: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// Kills the daemon without warning (SIGKILL), as a crash would: clients see the connection drop.
+    /// Kills the daemon without warning (SIGKILL), as a crash would: clients see the connection
+    /// drop. On PipeWire every daemon goes (the null sinks were `pipewire-pulse`'s).
     public func crash() {
         for keeper in keepers { keeper.terminate() }
         keepers = []
         process?.terminate(SIGKILL)
         process = nil
+        for daemon in daemons.reversed() { _ = daemon.terminate(SIGKILL) }
+        daemons = []
     }
 
     /// Starts the daemon again after ``crash()``, in the same directory and on the same socket.
@@ -124,6 +222,8 @@ public final class PrivatePulseServer: @unchecked Sendable {
         keepers = []
         process?.terminate()
         process = nil
+        for daemon in daemons.reversed() { _ = daemon.terminate() }
+        daemons = []
         try? FileManager.default.removeItem(at: directory)
     }
 

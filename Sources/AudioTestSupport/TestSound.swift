@@ -1,7 +1,8 @@
 import Foundation
 
-/// The one private server a test process shares: started on first use, pointed to by
-/// `PULSE_SERVER` for this process, and stopped when the process exits.
+/// The one private server a test process shares: started on first use (PulseAudio, or PipeWire
+/// when `OPENAVF_TEST_SERVER=pipewire`), pointed to by `PULSE_SERVER` for this process, and stopped
+/// when the process exits.
 public enum TestSound {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var shared: PrivatePulseServer?
@@ -10,7 +11,7 @@ public enum TestSound {
         lock.lock()
         defer { lock.unlock() }
         if let shared { return shared }
-        let server = try PrivatePulseServer()
+        let server = try PrivatePulseServer(kind: .fromEnvironment)
         server.makeDefaultForThisProcess()
         shared = server
         atexit { TestSound.stopShared() }

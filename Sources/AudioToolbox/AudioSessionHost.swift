@@ -167,6 +167,14 @@ package enum AudioSessionHost {
     }
 
     /// Whether another client's playback stream is audible: not corked, not muted, volume above 0.
+    /// Whether another client's call plays now (an uncorked stream whose purpose is voice
+    /// communication: `media.role=phone`); `nil` where the server interrupts for calls itself
+    /// (``AudioBackend/corksStreamsForCalls``), so the session waits for its cork requests instead.
+    package static func callInProgress() -> Bool? {
+        guard let backend = try? AudioSystem.current.backend(), !backend.corksStreamsForCalls else { return nil }
+        return backend.otherPlaybackStreams().contains { $0.purpose == .voiceCommunication && !$0.corked }
+    }
+
     package static func otherAudioPlaying() -> Bool {
         guard let backend = try? AudioSystem.current.backend() else { return false }
         return backend.otherPlaybackStreams().contains(where: \.isAudible)
