@@ -24,9 +24,12 @@ public final class SignalCapture: @unchecked Sendable {
         self.channels = channels
         guard let parec = PrivatePulseServer.which("parec") else { throw PrivatePulseServer.Failure(description: "parec is not installed") }
         let pipe = try CloseOnExecPipe()
+        // `channelmix.normalize`: PipeWire mixes stereo down to mono at −3 dB per channel unless
+        // told to normalize, which makes it (L+R)/2 as PulseAudio's remap does; PulseAudio ignores
+        // the property. Levels read the same on both servers.
         child = try ChildProcess(parec, [
             "--device=\(device)", "--raw", "--format=float32le", "--rate=\(sampleRate)", "--channels=\(channels)",
-            "--latency-msec=\(latencyMsec)",
+            "--latency-msec=\(latencyMsec)", "--property=channelmix.normalize=true",
         ], environment: environment, stdout: .descriptor(pipe.write))
         close(pipe.write)
         let fd = pipe.read
