@@ -395,8 +395,10 @@ final class PulseStream: HALStream, @unchecked Sendable {
         connection.locked {
             guard let stream, let ud = selfReference?.toOpaque() else { return }
             cancelDrain()
-            drainOperation = pa_stream_drain(stream, { _, success, ud in
-                guard success != 0 else { return }
+            // A drain the server refuses ends the stream's playing all the same (pipewire-pulse
+            // refuses some; PulseAudio only for a dying stream): either way nothing more will
+            // play, and the owner must hear the end. A drain cancelled here calls nothing.
+            drainOperation = pa_stream_drain(stream, { _, _, ud in
                 Unmanaged<PulseStream>.fromOpaque(ud!)._withUnsafeGuaranteedRef { me in me.renderClient?._withUnsafeGuaranteedRef { $0.streamDidDrain() } }
             }, ud)
         }

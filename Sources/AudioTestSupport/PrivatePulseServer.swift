@@ -190,6 +190,16 @@ public final class PrivatePulseServer: @unchecked Sendable {
                 stop()
                 throw Failure(description: "the private server's sinks did not start running")
             }
+            // pipewire-pulse does not keep a new stream's volume (its session manager restores the
+            // role's): the keepers are set silent afterwards, so that no session hears them as
+            // other audio playing.
+            if kind == .pipewire {
+                let inputs = try pactl(["list", "sink-inputs"]).components(separatedBy: "Sink Input #").dropFirst()
+                for block in inputs where block.contains("openavf-keeper") {
+                    guard let index = block.split(separator: "\n").first.map(String.init)?.trimmingCharacters(in: .whitespaces) else { continue }
+                    try pactl(["set-sink-input-volume", index, "0"])
+                }
+            }
             // The sinks switch to small blocks only when the block they sleep in ends: wait until
             // each monitor delivers data, so the first measurement does not see that delay.
             for sink in ["speaker", "micfeed"] {
