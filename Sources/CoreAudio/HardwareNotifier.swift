@@ -74,8 +74,16 @@ final class HardwareNotifier: @unchecked Sendable {
     }
 
     /// Subscribes to the current environment's backend, connecting it if need be.
+    /// The backend whose server went away: the audio session's event thread lets it go, and until
+    /// then the environment still hands it out; following it would wait on a dead connection.
+    /// Held (not just its identity) so that no new backend can take its address meanwhile.
+    private var lostBackend: (any AudioBackend)?
+
     private func follow() -> (any AudioBackend, HALEvents.Subscription)? {
-        guard let backend = try? AudioSystem.current.backend(), let subscription = backend.events.subscribe() else { return nil }
+        guard let backend = try? AudioSystem.current.backend(), backend !== lostBackend,
+            let subscription = backend.events.subscribe()
+        else { return nil }
+        lostBackend = nil
         followed.withLock { $0 = backend }
         return (backend, subscription)
     }
@@ -101,6 +109,7 @@ final class HardwareNotifier: @unchecked Sendable {
             subscription.wakeup.wait()
             let raised = subscription.take()
             if raised.contains(.retired) || raised.contains(.serverLost) {
+                if raised.contains(.serverLost) { lostBackend = backend }
                 backend.events.unsubscribe(subscription)
                 followed.withLock { $0 = nil }
                 following = nil

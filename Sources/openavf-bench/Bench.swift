@@ -28,11 +28,17 @@ enum Bench {
                 handle = ServerHandle(environment: ProcessInfo.processInfo.environment)
                 say("Server: the one this machine runs.")
             } else {
-                let s = try PrivatePulseServer()
+                // `--server pipewire` measures a private PipeWire (pipewire-pulse) instead.
+                let named = arguments.firstIndex(of: "--server").flatMap { i in i + 1 < arguments.count ? arguments[i + 1] : nil }
+                guard let kind = named.map(PrivatePulseServer.Kind.init(rawValue:)) ?? .pulseaudio else {
+                    say("--server takes pulseaudio or pipewire")
+                    exit(2)
+                }
+                let s = try PrivatePulseServer(kind: kind)
                 s.makeDefaultForThisProcess()
                 server = s
                 handle = ServerHandle(environment: s.environment)
-                say("Server: a private PulseAudio server (null sinks, 48 kHz float), started for this run.")
+                say("Server: a private \(kind == .pipewire ? "PipeWire (pipewire-pulse)" : "PulseAudio") server (null sinks, 48 kHz float), started for this run.")
             }
         } catch {
             say("cannot start a sound server: \(error)")

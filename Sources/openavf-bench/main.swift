@@ -3,7 +3,8 @@
 //
 //   swift run -c release openavf-bench            full run (a few minutes)
 //   swift run -c release openavf-bench --short    CI's short mode (under a minute)
-//   add --system-server to measure the sound server this machine runs instead of a private one
+//   add --system-server to measure the sound server this machine runs instead of a private one,
+//   or --server pipewire to start a private PipeWire (pipewire-pulse) instead of PulseAudio
 import AudioTestSupport
 import Foundation
 

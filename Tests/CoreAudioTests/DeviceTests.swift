@@ -92,8 +92,8 @@ final class DeviceTests: XCTestCase {
         }
         XCTAssertEqual(Set(seenSinks.keys), Set(sinks.keys))
         XCTAssertEqual(Set(seenSources.keys), Set(sources.keys))
-        for (name, spec) in sinks { XCTAssertTrue(seenSinks[name]! == spec, "\(name): \(seenSinks[name]!) against pactl's \(spec)") }
-        for (name, spec) in sources { XCTAssertTrue(seenSources[name]! == spec, "\(name): \(seenSources[name]!) against pactl's \(spec)") }
+        for (name, spec) in sinks { XCTAssertTrue(seenSinks[name].map { $0 == spec } ?? false, "\(name): \(String(describing: seenSinks[name])) against pactl's \(spec)") }
+        for (name, spec) in sources { XCTAssertTrue(seenSources[name].map { $0 == spec } ?? false, "\(name): \(String(describing: seenSources[name])) against pactl's \(spec)") }
         let speaker = try device(uid: "speaker")
         XCTAssertEqual(try string(speaker, kAudioObjectPropertyName), "Speaker")
         XCTAssertEqual(try get(speaker, kAudioDevicePropertyTransportType, initial: UInt32(0)), kAudioDeviceTransportTypeVirtual, "a null sink")
@@ -218,19 +218,19 @@ final class DeviceTests: XCTestCase {
         _ = try server.pactl(["set-sink-volume", "speaker", "70%"])
         var changed = Date()
         XCTAssertTrue(waitUntil(timeout: 2) { heard.first(kAudioDevicePropertyVolumeScalar) != nil })
-        XCTAssertLessThan(heard.first(kAudioDevicePropertyVolumeScalar)!.timeIntervalSince(changed), 0.2)
+        XCTAssertLessThan(try XCTUnwrap(heard.first(kAudioDevicePropertyVolumeScalar)).timeIntervalSince(changed), 0.2)
         XCTAssertEqual(try get(speaker, kAudioDevicePropertyVolumeScalar, kAudioObjectPropertyScopeOutput, initial: Float32(0)), 0.7, accuracy: 0.01)
 
         _ = try server.pactl(["set-default-sink", "micfeed"])
         changed = Date()
         XCTAssertTrue(waitUntil(timeout: 2) { blockHeard.first(kAudioHardwarePropertyDefaultOutputDevice) != nil })
-        XCTAssertLessThan(blockHeard.first(kAudioHardwarePropertyDefaultOutputDevice)!.timeIntervalSince(changed), 0.2)
+        XCTAssertLessThan(try XCTUnwrap(blockHeard.first(kAudioHardwarePropertyDefaultOutputDevice)).timeIntervalSince(changed), 0.2)
 
         let module = try server.pactl(["load-module", "module-null-sink", "sink_name=plugged", "sink_properties=device.description=Plugged"])
             .trimmingCharacters(in: .whitespacesAndNewlines)
         changed = Date()
         XCTAssertTrue(waitUntil(timeout: 2) { blockHeard.first(kAudioHardwarePropertyDevices) != nil })
-        XCTAssertLessThan(blockHeard.first(kAudioHardwarePropertyDevices)!.timeIntervalSince(changed), 0.2)
+        XCTAssertLessThan(try XCTUnwrap(blockHeard.first(kAudioHardwarePropertyDevices)).timeIntervalSince(changed), 0.2)
         let plugged = try device(uid: "plugged")
         let gone = Heard()
         var alive = address(kAudioDevicePropertyDeviceIsAlive)
