@@ -19,7 +19,7 @@ public final class OnsetWatch: @unchecked Sendable {
         let status = AudioQueueNewInput(&format, Self.callback, Unmanaged.passUnretained(self).toOpaque(), nil, nil, 0, &q)
         guard status == noErr else { throw PrivatePulseServer.Failure(description: "AudioQueueNewInput failed: \(status)") }
         queue = q
-        let monitor: CFString? = "@DEFAULT_MONITOR@"
+        let monitor: CFString? = defaultMonitorName() as CFString
         _ = withUnsafePointer(to: monitor) { AudioQueueSetProperty(q!, kAudioQueueProperty_CurrentDevice, $0, UInt32(MemoryLayout<CFString?>.size)) }
         for _ in 0..<8 {
             var b: AudioQueueBufferRef?

@@ -75,7 +75,7 @@ enum DropoutBench {
         try session.setPreferredIOBufferDuration(Double(milliseconds) / 1000)
         try session.setActive(true)
         defer { try? session.setActive(false) }
-        let capture = try SignalCapture(environment: environment, device: "@DEFAULT_MONITOR@")
+        let capture = try SignalCapture(environment: environment, device: defaultMonitorName())
         var format = AudioStreamBasicDescription(
             mSampleRate: rate, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked,
             mBytesPerPacket: 4, mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
@@ -105,7 +105,7 @@ enum DropoutBench {
         let step = 2 * Double.pi * frequency / rate
         let samples = (0..<Int(seconds * rate)).map { amplitude * Float(sin(Double($0) * step)) }
         try samples.withUnsafeBytes { Data($0) }.write(to: URL(fileURLWithPath: file))
-        let capture = try SignalCapture(environment: environment, device: "@DEFAULT_MONITOR@")
+        let capture = try SignalCapture(environment: environment, device: defaultMonitorName())
         let child = try ChildProcess(pacat, [
             "--playback", "--raw", "--format=float32le", "--rate=\(Int(rate))", "--channels=1", "--latency-msec=\(milliseconds)", file,
         ], environment: environment)

@@ -87,7 +87,7 @@ enum LatencyBench {
             AudioQueueDispose(output!, true)
             AudioQueueDispose(input!, true)
         }
-        let monitor: CFString? = "@DEFAULT_MONITOR@"
+        let monitor: CFString? = defaultMonitorName() as CFString
         _ = withUnsafePointer(to: monitor) { AudioQueueSetProperty(input!, kAudioQueueProperty_CurrentDevice, $0, UInt32(MemoryLayout<CFString?>.size)) }
         for _ in 0..<4 {
             var b: AudioQueueBufferRef?
@@ -124,7 +124,7 @@ enum LatencyBench {
         }
         let format = ["--raw", "--format=float32le", "--rate=\(Int(rate))", "--channels=1", "--latency-msec=\(milliseconds)"]
         let outPipe = try CloseOnExecPipe()
-        let reader = try ChildProcess(parec, ["--device=@DEFAULT_MONITOR@"] + format, environment: server.environment, stdout: .descriptor(outPipe.write))
+        let reader = try ChildProcess(parec, ["--device=\(defaultMonitorName())"] + format, environment: server.environment, stdout: .descriptor(outPipe.write))
         close(outPipe.write)
         let inPipe = try CloseOnExecPipe()
         let writer = try ChildProcess(pacat, ["--playback"] + format, environment: server.environment, stdin: .descriptor(inPipe.read))
