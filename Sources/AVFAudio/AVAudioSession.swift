@@ -108,9 +108,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             if isActive && !mixable && !already {
                 locked { interrupted = true }
                 _ = AudioSessionHost.pausePlayback()
-                NotificationCenter.default.post(
-                    name: Self.interruptionNotification, object: self,
-                    userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.began.rawValue), AVAudioSessionInterruptionReasonKey: NSNumber(value: InterruptionReason.default.rawValue)])
+                postInterruption(began: true)
             }
         }
         if event.contains(.interruptionEnded) {
@@ -119,9 +117,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
                     interrupted = false
                     interruptedByCall = false
                 }
-                NotificationCenter.default.post(
-                    name: Self.interruptionNotification, object: self,
-                    userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.ended.rawValue), AVAudioSessionInterruptionOptionKey: NSNumber(value: InterruptionOptions.shouldResume.rawValue)])
+                postInterruption(began: false)
             }
         }
         if event.contains(.devices) { checkRoute() }
@@ -130,6 +126,16 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             checkOtherSessions()
             checkOtherAudio()
         }
+    }
+
+    /// Posts an interruption's beginning (reason `.default`) or its end (with `.shouldResume`).
+    private func postInterruption(began: Bool) {
+        let info: [AnyHashable: Any] = began
+            ? [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.began.rawValue),
+               AVAudioSessionInterruptionReasonKey: NSNumber(value: InterruptionReason.default.rawValue)]
+            : [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.ended.rawValue),
+               AVAudioSessionInterruptionOptionKey: NSNumber(value: InterruptionOptions.shouldResume.rawValue)]
+        NotificationCenter.default.post(name: Self.interruptionNotification, object: self, userInfo: info)
     }
 
     /// On a server that does not pause sessions for calls itself (PipeWire's pipewire-pulse has no
@@ -144,17 +150,13 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
                 interruptedByCall = true
             }
             _ = AudioSessionHost.pausePlayback()
-            NotificationCenter.default.post(
-                name: Self.interruptionNotification, object: self,
-                userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.began.rawValue), AVAudioSessionInterruptionReasonKey: NSNumber(value: InterruptionReason.default.rawValue)])
+            postInterruption(began: true)
         } else if !calling && byCall {
             locked {
                 interrupted = false
                 interruptedByCall = false
             }
-            NotificationCenter.default.post(
-                name: Self.interruptionNotification, object: self,
-                userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.ended.rawValue), AVAudioSessionInterruptionOptionKey: NSNumber(value: InterruptionOptions.shouldResume.rawValue)])
+            postInterruption(began: false)
         }
     }
 
@@ -186,9 +188,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
                     interruptedByCall = false
                     interrupter = nil
                 }
-                NotificationCenter.default.post(
-                    name: Self.interruptionNotification, object: self,
-                    userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.ended.rawValue), AVAudioSessionInterruptionOptionKey: NSNumber(value: InterruptionOptions.shouldResume.rawValue)])
+                postInterruption(began: false)
             }
             return
         }
@@ -200,9 +200,7 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             interrupter = newcomer
         }
         _ = AudioSessionHost.pausePlayback()
-        NotificationCenter.default.post(
-            name: Self.interruptionNotification, object: self,
-            userInfo: [AVAudioSessionInterruptionTypeKey: NSNumber(value: InterruptionType.began.rawValue), AVAudioSessionInterruptionReasonKey: NSNumber(value: InterruptionReason.default.rawValue)])
+        postInterruption(began: true)
     }
 
     /// Non-mixable sessions that play: they interrupt and are interrupted by one another.

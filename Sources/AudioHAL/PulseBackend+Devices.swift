@@ -13,15 +13,10 @@ extension PulseBackend {
     /// A sink as the layers above see it. The control connection's thread.
     static func device(sink info: UnsafePointer<pa_sink_info>) -> HALDeviceInfo {
         let i = info.pointee
-        var device = describe(
+        return describe(
             name: i.name, description: i.description, spec: i.sample_spec, proplist: i.proplist, activePort: i.active_port,
-            ports: i.ports, portCount: i.n_ports)
-        device.index = i.index
-        device.volumes = volumes(i.volume)
-        device.muted = i.mute != 0
-        device.latency = latency(configured: i.configured_latency, now: i.latency)
-        device.isRunning = i.state == PA_SINK_RUNNING
-        return device
+            ports: i.ports, portCount: i.n_ports, index: i.index, volume: i.volume, mute: i.mute,
+            latency: latency(configured: i.configured_latency, now: i.latency), running: i.state == PA_SINK_RUNNING)
     }
 
     /// A source as the layers above see it. The control connection's thread.
@@ -29,12 +24,8 @@ extension PulseBackend {
         let i = info.pointee
         var device = describe(
             name: i.name, description: i.description, spec: i.sample_spec, proplist: i.proplist, activePort: i.active_port,
-            ports: i.ports, portCount: i.n_ports)
-        device.index = i.index
-        device.volumes = volumes(i.volume)
-        device.muted = i.mute != 0
-        device.latency = latency(configured: i.configured_latency, now: i.latency)
-        device.isRunning = i.state == PA_SOURCE_RUNNING
+            ports: i.ports, portCount: i.n_ports, index: i.index, volume: i.volume, mute: i.mute,
+            latency: latency(configured: i.configured_latency, now: i.latency), running: i.state == PA_SOURCE_RUNNING)
         if i.monitor_of_sink != UInt32.max, let sink = i.monitor_of_sink_name { device.monitorOf = String(cString: sink) }
         return device
     }
@@ -47,7 +38,8 @@ extension PulseBackend {
     /// What sinks and sources have in common (their port structs differ in name only).
     private static func describe<Port>(
         name: UnsafePointer<CChar>, description: UnsafePointer<CChar>?, spec: pa_sample_spec, proplist: OpaquePointer?,
-        activePort: UnsafeMutablePointer<Port>?, ports: UnsafeMutablePointer<UnsafeMutablePointer<Port>?>?, portCount: UInt32
+        activePort: UnsafeMutablePointer<Port>?, ports: UnsafeMutablePointer<UnsafeMutablePointer<Port>?>?, portCount: UInt32,
+        index: UInt32, volume: pa_cvolume, mute: Int32, latency: Double, running: Bool
     ) -> HALDeviceInfo {
         // pa_sink_port_info and pa_source_port_info have the same layout (name, description,
         // priority, available, availability_group, type).
@@ -59,6 +51,11 @@ extension PulseBackend {
             sampleRate: Double(spec.rate), channels: Int(spec.channels),
             kind: deviceKind(portType: active.flatMap { PulsePortType(rawValue: Int($0.type)) }, properties: properties),
             portName: active?.name.map { String(cString: $0) })
+        device.index = index
+        device.volumes = volumes(volume)
+        device.muted = mute != 0
+        device.latency = latency
+        device.isRunning = running
         device.vendor = properties["device.vendor.name"]
         device.product = properties["device.product.name"]
         device.bus = properties["device.bus"]

@@ -142,12 +142,21 @@ public func AudioObjectShow(_ inObjectID: AudioObjectID) {
 
 // MARK: Listeners
 
-/// Whether listeners can be added on the object: the system object, or a device or stream that
-/// exists now.
-private func listenable(_ object: AudioObjectID) throws(PropertyError) {
-    if object == Hardware.systemObject { return }
-    let snapshot = try Hardware.shared.snapshot()
-    guard snapshot.device(object) != nil || snapshot.device(stream: object) != nil else { throw .badObject }
+/// Registers a listener on an object that exists now (the system object, a device or a stream).
+private func addListener(_ object: AudioObjectID, _ address: UnsafePointer<AudioObjectPropertyAddress>, _ callback: HardwareNotifier.Listener.Callback) -> OSStatus {
+    let address = address.pointee
+    return status { () throws(PropertyError) in
+        if object != Hardware.systemObject {
+            let snapshot = try Hardware.shared.snapshot()
+            guard snapshot.device(object) != nil || snapshot.device(stream: object) != nil else { throw .badObject }
+        }
+        HardwareNotifier.shared.add(.init(object: object, address: address, callback: callback))
+    }
+}
+
+/// Removes the registration of exactly that object, address and callback.
+private func removeListener(_ object: AudioObjectID, _ address: UnsafePointer<AudioObjectPropertyAddress>, _ callback: HardwareNotifier.Listener.Callback) -> OSStatus {
+    HardwareNotifier.shared.remove(.init(object: object, address: address.pointee, callback: callback)) ? kAudioHardwareNoError : kAudioHardwareUnknownPropertyError
 }
 
 /// Calls `inListener` on the notification thread when a property the address covers (with
@@ -157,11 +166,7 @@ public func AudioObjectAddPropertyListener(
     _ inObjectID: AudioObjectID, _ inAddress: UnsafePointer<AudioObjectPropertyAddress>, _ inListener: AudioObjectPropertyListenerProc,
     _ inClientData: UnsafeMutableRawPointer?
 ) -> OSStatus {
-    let address = inAddress.pointee
-    return status { () throws(PropertyError) in
-        try listenable(inObjectID)
-        HardwareNotifier.shared.add(.init(object: inObjectID, address: address, callback: .proc(inListener, inClientData)))
-    }
+    addListener(inObjectID, inAddress, .proc(inListener, inClientData))
 }
 
 @discardableResult
@@ -169,9 +174,7 @@ public func AudioObjectRemovePropertyListener(
     _ inObjectID: AudioObjectID, _ inAddress: UnsafePointer<AudioObjectPropertyAddress>, _ inListener: AudioObjectPropertyListenerProc,
     _ inClientData: UnsafeMutableRawPointer?
 ) -> OSStatus {
-    let address = inAddress.pointee
-    let removed = HardwareNotifier.shared.remove(.init(object: inObjectID, address: address, callback: .proc(inListener, inClientData)))
-    return removed ? kAudioHardwareNoError : kAudioHardwareUnknownPropertyError
+    removeListener(inObjectID, inAddress, .proc(inListener, inClientData))
 }
 
 /// As ``AudioObjectAddPropertyListener(_:_:_:_:)``, calling `inListener` on `inDispatchQueue`
@@ -182,11 +185,7 @@ public func AudioObjectAddPropertyListenerBlock(
     _ inObjectID: AudioObjectID, _ inAddress: UnsafePointer<AudioObjectPropertyAddress>, _ inDispatchQueue: DispatchQueue?,
     _ inListener: @escaping AudioObjectPropertyListenerBlock
 ) -> OSStatus {
-    let address = inAddress.pointee
-    return status { () throws(PropertyError) in
-        try listenable(inObjectID)
-        HardwareNotifier.shared.add(.init(object: inObjectID, address: address, callback: .block(inDispatchQueue, inListener)))
-    }
+    addListener(inObjectID, inAddress, .block(inDispatchQueue, inListener))
 }
 
 @discardableResult
@@ -194,7 +193,5 @@ public func AudioObjectRemovePropertyListenerBlock(
     _ inObjectID: AudioObjectID, _ inAddress: UnsafePointer<AudioObjectPropertyAddress>, _ inDispatchQueue: DispatchQueue?,
     _ inListener: @escaping AudioObjectPropertyListenerBlock
 ) -> OSStatus {
-    let address = inAddress.pointee
-    let removed = HardwareNotifier.shared.remove(.init(object: inObjectID, address: address, callback: .block(inDispatchQueue, inListener)))
-    return removed ? kAudioHardwareNoError : kAudioHardwareUnknownPropertyError
+    removeListener(inObjectID, inAddress, .block(inDispatchQueue, inListener))
 }

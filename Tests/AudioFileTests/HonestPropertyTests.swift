@@ -1,3 +1,4 @@
+import AudioTestSupport
 import AudioToolbox
 import Foundation
 import XCTest
@@ -271,16 +272,6 @@ final class HonestPropertyTests: XCTestCase {
         }
     }
 
-    private func descriptions(_ labels: [AudioChannelLabel]) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: 12 + 20 * labels.count)
-        bytes.withUnsafeMutableBytes { raw in
-            raw.storeBytes(of: kAudioChannelLayoutTag_UseChannelDescriptions, toByteOffset: 0, as: UInt32.self)
-            raw.storeBytes(of: UInt32(labels.count), toByteOffset: 8, as: UInt32.self)
-            for (i, l) in labels.enumerated() { raw.storeBytes(of: l, toByteOffset: 12 + 20 * i, as: UInt32.self) }
-        }
-        return bytes
-    }
-
     func testExtAudioFileClientChannelLayoutReordersChannels() throws {
         // Left: a tone; right: silence.
         let frames = 4410
@@ -294,7 +285,7 @@ final class HonestPropertyTests: XCTestCase {
         defer { ExtAudioFileDispose(e) }
         var client = floatClient(rate: 44100, channels: 2)
         try check(ExtAudioFileSetProperty(e, kExtAudioFileProperty_ClientDataFormat, UInt32(MemoryLayout.size(ofValue: client)), &client), "client format")
-        var swapped = descriptions([kAudioChannelLabel_Right, kAudioChannelLabel_Left])
+        var swapped = channelLayoutBytes([kAudioChannelLabel_Right, kAudioChannelLabel_Left])
         try check(ExtAudioFileSetProperty(e, kExtAudioFileProperty_ClientChannelLayout, UInt32(swapped.count), &swapped), "client layout")
         var size: UInt32 = 0
         try check(ExtAudioFileGetPropertyInfo(e, kExtAudioFileProperty_ClientChannelLayout, &size, nil), "size")
@@ -316,7 +307,7 @@ final class HonestPropertyTests: XCTestCase {
         // Layouts that are not a reordering of the file's are refused.
         var three = tagged(kAudioChannelLayoutTag_MPEG_3_0_A)
         XCTAssertEqual(ExtAudioFileSetProperty(e, kExtAudioFileProperty_ClientChannelLayout, UInt32(three.count), &three), kExtAudioFileError_InvalidChannelMap, "three channels for a stereo client")
-        var centre = descriptions([kAudioChannelLabel_Left, kAudioChannelLabel_Center])
+        var centre = channelLayoutBytes([kAudioChannelLabel_Left, kAudioChannelLabel_Center])
         XCTAssertEqual(ExtAudioFileSetProperty(e, kExtAudioFileProperty_ClientChannelLayout, UInt32(centre.count), &centre), kExtAudioFileError_InvalidChannelMap, "the file has no centre")
         var unknown = tagged((999 << 16) | 2)
         XCTAssertEqual(ExtAudioFileSetProperty(e, kExtAudioFileProperty_ClientChannelLayout, UInt32(unknown.count), &unknown), kAudioFormatUnknownFormatError)
