@@ -37,6 +37,8 @@ let package = Package(
         // libsonic has no pkg-config file; Debian's libsonic-dev puts sonic.h and libsonic.so in the default paths.
         .systemLibrary(name: "CSonic", providers: [.apt(["libsonic-dev"])]),
         .target(name: "CAllocCounter"),
+        // The child process that puts other clients' volumes back when a ducking process ends.
+        .target(name: "CDuckGuard"),
         // Apple's C structs (the queue callbacks are @convention(c) and point to them).
         .target(name: "CCoreAudioTypes"),
         .target(name: "CAudioQueueTypes", dependencies: ["CCoreAudioTypes"]),
@@ -45,7 +47,7 @@ let package = Package(
         // Plain values, no dependencies.
         .target(name: "CoreAudioTypes", dependencies: ["CCoreAudioTypes"], swiftSettings: strict),
         // Device layer: backends, streams, clock, lock-free rings.
-        .target(name: "AudioHAL", dependencies: ["CoreAudioTypes", "CPulseAudio"], swiftSettings: strict),
+        .target(name: "AudioHAL", dependencies: ["CoreAudioTypes", "CPulseAudio", "CDuckGuard"], swiftSettings: strict),
         // FFmpeg: demux/decode, encode/mux, resample.
         .target(name: "AudioCodecs", dependencies: ["CoreAudioTypes", "CFFmpeg", "CSonic"], swiftSettings: strict),
         // The device API: AudioObject properties and listeners, IOProcs (re-exports CoreAudioTypes).

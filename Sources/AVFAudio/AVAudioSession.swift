@@ -19,10 +19,10 @@ public import Foundation
 /// - `duckOthers` lowers other clients' music and video streams (and those without a role) to
 ///   20 % of their volume on the server's scale (cubic: −41.9 dB) while the session is active.
 ///   The server does it (PulseAudio's `module-role-ducking`, loaded if absent), keyed to a stream
-///   of this process, so a process that dies leaves no one ducked; the process's own streams
-///   (role `game`, as the session is mixable) are not ducked. On a server that cannot load the
-///   module (pipewire-pulse implements no policy modules) the session activates and others
-///   play on at their own volume: the nearest honest thing, as iOS never refuses to duck.
+///   of this process, so a process that dies leaves no one ducked (where the module does not
+///   exist, PipeWire's pipewire-pulse, the library lowers their volumes and a guard process puts
+///   them back when this process ends, however it ends); the process's own streams
+///   (role `game`, as the session is mixable) are not ducked.
 /// - Notifications are posted on the session's event thread, not the main thread.
 public final class AVAudioSession: NSObject, @unchecked Sendable {
     private static let shared = AVAudioSession()
@@ -122,6 +122,9 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         }
         if event.contains(.devices) { checkRoute() }
         if event.contains(.otherSessions) {
+            // Where the library ducks by volume (no server module), streams that came since are
+            // lowered now.
+            AudioSessionHost.refreshDucking()
             checkCalls()
             checkOtherSessions()
             checkOtherAudio()
@@ -401,9 +404,8 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
                 do throws(AudioFailure) {
                     try AudioSessionHost.duckOthers()
                 } catch where error.status != kAudioQueueErr_InvalidDevice {
-                    // The server cannot duck (no module-role-ducking: pipewire-pulse, or a server
-                    // that refuses modules): the session plays, unducking no one, rather than
-                    // failing an activation iOS would grant.
+                    // The server refuses even the trigger stream: the session plays, ducking no
+                    // one, rather than failing an activation iOS would grant.
                 } catch {
                     AudioSessionHost.deactivate()
                     locked {

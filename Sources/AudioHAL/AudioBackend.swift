@@ -340,6 +340,9 @@ package protocol AudioBackend: AnyObject, Sendable {
     /// however the process ends; `device` is where this process plays (`nil`: the default). This
     /// process's own streams are not ducked.
     func setDuckingOthers(_ on: Bool, device: String?) throws(HALError)
+    /// While ducking others, ducks the streams that appeared since; does nothing otherwise (never
+    /// starts ducking, so a call racing with the end of ducking cannot start it again).
+    func refreshDuckingOthers()
 
     // Devices as the user's sound settings change them (the device API of `import CoreAudio`).
 

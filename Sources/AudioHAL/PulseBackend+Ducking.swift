@@ -23,6 +23,10 @@ import Synchronization
 /// only once) gets its instance reloaded with this library's group added, its own groups and
 /// settings kept (`global` included: where it is off, ducking covers the sink this process plays
 /// on).
+///
+/// Where the module cannot be loaded (PipeWire's pipewire-pulse, 0.3.65 at least, implements a
+/// subset of PulseAudio's modules and not this one), the library ducks by volume itself: see
+/// ``VolumeDucking``.
 extension PulseBackend {
     /// The `media.role` of trigger streams: a role of its own, so that nothing else triggers the
     /// ducking and `module-role-cork` (which acts on `phone`) ignores it.
@@ -41,6 +45,7 @@ extension PulseBackend {
     /// the trigger stream (on `device`), or closes it. Idempotent. The corresponding PulseAudio
     /// calls are `pa_context_get_module_info_list`, `pa_context_load_module` and a playback
     /// stream's connection.
+    ///
     package func setDuckingOthers(_ on: Bool, device: String?) throws(HALError) {
         if !on {
             let stream = duckTrigger.withLock { s -> (any HALStream)? in
@@ -48,12 +53,27 @@ extension PulseBackend {
                 return s
             }
             stream?.close()
+            let ducking = volumeDucking.withLock { state -> VolumeDucking? in
+                defer { state = nil }
+                return state
+            }
+            if let ducking { endVolumeDucking(ducking) }
             return
+        }
+        let byModule = duckingByModule.withLock { known -> Bool in
+            if let known { return known }
+            do throws(HALError) {
+                try ensureDuckingModule()
+                known = true
+            } catch {
+                known = false
+            }
+            return known!
         }
         let result = duckTrigger.withLock { s -> Result<Void, HALError> in
             if s != nil { return .success(()) }
             do throws(HALError) {
-                try ensureDuckingModule()
+                if byModule { try ensureDuckingModule() }
                 var request = HALStreamRequest(
                     format: HALStreamFormat(sampleRate: 48000, channels: 1), bufferDuration: 0.5, name: "duck others", startCorked: false,
                     device: device)
@@ -66,6 +86,14 @@ extension PulseBackend {
             }
         }
         try result.get()
+        if !byModule { duckByVolume(starting: true) }
+    }
+
+    /// Where the library ducks by volume, lowers the other clients' streams that appeared since
+    /// the last call (the session calls on every change of the server's streams); the server's
+    /// module needs no help.
+    package func refreshDuckingOthers() {
+        if duckingByModule.withLock({ $0 }) == false { duckByVolume(starting: false) }
     }
 
     /// Loads the ducking module if no loaded instance has ``duckTriggerRole`` among its trigger

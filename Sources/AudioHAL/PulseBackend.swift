@@ -35,6 +35,11 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
     let samplesPlaying = Mutex<[UInt32: @Sendable (Bool) -> Void]>([:])
     /// Whether the server has `module-role-cork`, once asked (``corksStreamsForCalls``).
     let roleCorkLoaded = Mutex<Bool?>(nil)
+    /// Whether the server ducks through `module-role-ducking`, once asked; `false` where the
+    /// library ducks by volume (``volumeDucking``).
+    let duckingByModule = Mutex<Bool?>(nil)
+    /// The other clients' streams this process lowered, and their guard, while it ducks by volume.
+    let volumeDucking = Mutex<VolumeDucking?>(nil)
     /// The name the process's connections give the server, for connections of a stream's own
     /// (``HALStreamRequest/ownThread``).
     let applicationName: String

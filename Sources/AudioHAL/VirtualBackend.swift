@@ -243,6 +243,7 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
     /// The request is recorded (for tests, ``isDuckingOthers``); the scripted streams of other
     /// clients are left as the test set them.
     package func setDuckingOthers(_ on: Bool, device: String?) throws(HALError) { ducking.store(on, ordering: .relaxed) }
+    package func refreshDuckingOthers() {}
 
     /// The server goes away: ``HALEvents/Kind/serverLost`` is raised (the backend itself stays
     /// usable, as a server that comes straight back).

@@ -199,6 +199,12 @@ package enum AudioSessionHost {
         }
     }
 
+    /// While ducking, ducks other clients' streams that appeared since (where the library ducks
+    /// by volume); never starts ducking.
+    package static func refreshDucking() {
+        (try? AudioSystem.current.backend())?.refreshDuckingOthers()
+    }
+
     /// Ends what ``duckOthers()`` started.
     package static func unduckOthers() {
         try? AudioSystem.current.backend().setDuckingOthers(false, device: nil)

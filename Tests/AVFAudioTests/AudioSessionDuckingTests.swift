@@ -42,7 +42,22 @@ extension AudioSessionServerTests {
         defer { own.stop() }
         let ducked = try levels(after: 14400)
         XCTAssertTrue(session.isOtherAudioPlaying, "the ducked music still plays")
-        XCTAssertTrue(try server.pactl(["list", "modules", "short"]).contains("module-role-ducking"), "the library loaded the server's ducking module")
+        // Music that starts while the session ducks is ducked too (its 660 Hz, alone at first).
+        let late = try SignalPlayer(
+            server: server, device: "speaker", samples: SignalAnalysis.sine(frequency: 660, sampleRate: 48000, seconds: 3, amplitude: 0.3),
+            sampleRate: 48000, properties: ["media.role": "music"], latencyMsec: 100)
+        defer { late.stop() }
+        XCTAssertTrue(
+            waitUntil(timeout: 3) {
+                let mark = capture.frameCount
+                guard (try? capture.waitFor(frames: mark + 4800, timeout: 1)) != nil else { return false }
+                let level = SignalAnalysis.medianDB(capture.samples()[0].suffix(4800), window: 2400, frequency: 660)
+                return abs(level - (before + Self.duckDB)) < 1.5
+            }, "music that starts while the session ducks is not ducked")
+        late.stop()
+        if server.kind == .pulseaudio {
+            XCTAssertTrue(try server.pactl(["list", "modules", "short"]).contains("module-role-ducking"), "the library loaded the server's ducking module")
+        }
         let deactivated = Date()
         try session.setActive(false)
         XCTAssertTrue(
@@ -60,8 +75,9 @@ extension AudioSessionServerTests {
     }
 
     /// A process that ducks others and is killed (SIGKILL: no chance to undo anything) leaves the
-    /// other clients at their own volume within 1 s: the ducking is the server's, tied to the
-    /// killed process's connection.
+    /// other clients at their own volume within 1 s: on PulseAudio the ducking is the server's,
+    /// tied to the killed process's connection; on PipeWire the killed process's guard puts the
+    /// volume back.
     func testDuckingEndsWhenTheDuckingProcessIsKilled() throws {
         let server = try TestSound.server()
         let peer = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("openavf-sessionpeer").path

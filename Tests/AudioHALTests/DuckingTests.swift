@@ -48,6 +48,9 @@ final class DuckingServerTests: XCTestCase {
 
     func testJoinsTheServersOwnDuckingModule() throws {
         let server = try TestSound.server()
+        // pipewire-pulse has no module-role-ducking to join (the library ducks by volume there:
+        // AudioSessionDuckingTests measure it on both servers).
+        guard server.kind == .pulseaudio else { throw XCTSkip("PulseAudio's module-role-ducking only") }
         for module in try duckingModules(server) { _ = try server.pactl(["unload-module", module.index]) }
         _ = try server.pactl(["load-module", "module-role-ducking", "trigger_roles=event", "ducking_roles=music", "volume=50%"])
         defer {

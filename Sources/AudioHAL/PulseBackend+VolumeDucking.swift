@@ -1,0 +1,209 @@
+internal import CDuckGuard
+internal import CPulseAudio
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Ducking by volume, where the server has no `module-role-ducking` (PipeWire's pipewire-pulse).
+///
+/// The library lowers each other client's playback stream whose role is `music` or `video`, or
+/// that has none, to 20 % of its own volume on the server's scale (the module's level: −41.9 dB)
+/// with an ordinary stream-volume call, and puts it back when ducking ends. Streams that appear
+/// while it ducks are lowered as the session hears of them. A stream whose volume someone else
+/// sets meanwhile (the user, in a mixer) is theirs from then on: it is not put back over their
+/// choice, nor lowered again.
+///
+/// A killed process cannot put anything back, so the putting back is not this process's: before
+/// lowering a stream it tells a *guard* (a child process, see `CDuckGuard.h`) the volume to put
+/// back, and ending the ducking is closing the guard's pipe. The kernel closes that pipe when the
+/// process ends however it ends, and the guard then sets every remembered stream back over its
+/// own connection and exits: no one stays ducked after a SIGKILL. Where no guard can be started
+/// (a server reached over TCP, not a local socket), the process puts the streams back itself when
+/// ducking ends, and a process killed meanwhile leaves them lowered.
+///
+/// PipeWire's session manager (WirePlumber's stream restore) remembers the last volume of every
+/// stream by its role (or application), and gives a new stream of the same role that volume: a
+/// music stream that starts while music is lowered starts lowered. Such a stream, at the level
+/// this process set a stream of the same key to, is taken as lowered already, and is put back to
+/// that stream's own volume, so the volume the session manager remembers is the one from before.
+///
+/// Two processes ducking at once on such a server each lower what they find: a stream the first
+/// lowered is lowered again by the second, and each puts back what it found, so the stream is at
+/// its own volume once both have ended, in either order only if the second ends first (the
+/// first's putting back is then taken for a user's choice by the second, which leaves it).
+struct VolumeDucking: Sendable {
+    /// The guard's pid and the write end of its pipe; `nil` where none could be started.
+    var guardProcess: (pid: pid_t, fd: Int32)?
+    /// What this process set each lowered stream to, and the volume it had before.
+    var lowered: [UInt32: (set: [UInt32], before: [UInt32], key: String?)] = [:]
+    /// Every stream dealt with while ducking: lowered, or someone else's since.
+    var handled: Set<UInt32> = []
+}
+
+extension PulseBackend {
+    /// The factor others are lowered by: the module's 20 %.
+    static let duckFactor = 0.2
+
+    /// A playback stream that ducking lowers: another client's, with the role `music`, `video`
+    /// or none.
+    struct DuckableStream: Sendable {
+        var index: UInt32
+        var volumes: [UInt32]
+        var muted: Bool
+        /// What PipeWire's session manager keeps its volume by: its role, else its application
+        /// (the first of WirePlumber's `media.role`, `application.id`, `application.name`,
+        /// `media.name`, `node.name`).
+        var key: String?
+    }
+
+    /// Other clients' playback streams that ducking lowers. The corresponding PulseAudio call is
+    /// `pa_context_get_sink_input_info_list`.
+    func duckableStreams() -> [DuckableStream] {
+        typealias Query = PulseQuery<[DuckableStream], (UInt32, UInt32, String)>
+        return control.query([], context: (audio.clientIndex, control.clientIndex, String(getpid()))) { ud in
+            pa_context_get_sink_input_info_list(context, { _, info, eol, ud in
+                let box = Query.from(ud)
+                if eol == 0, let i = info?.pointee, i.client != box.context.0, i.client != box.context.1 {
+                    let properties = PulseBackend.properties(i.proplist)
+                    let role = properties["media.role"]
+                    // This process's own streams on connections of their own (IOProcs) are left alone too.
+                    if properties["application.process.id"] != box.context.2, role == nil || role == "music" || role == "video" {
+                        var volume = i.volume
+                        let volumes = withUnsafeBytes(of: &volume.values) { raw in
+                            Array(raw.bindMemory(to: pa_volume_t.self).prefix(Int(volume.channels)))
+                        }
+                        let key = ["media.role", "application.id", "application.name", "media.name", "node.name"].lazy
+                            .compactMap { name in properties[name].map { "\(name):\($0)" } }.first
+                        box.value.append(DuckableStream(index: i.index, volumes: volumes, muted: i.mute != 0, key: key))
+                    }
+                }
+                if eol != 0 { box.finish() }
+            }, ud)
+        }
+    }
+
+    /// Lowers the other clients' streams not dealt with yet; when `starting`, starts ducking
+    /// (and the guard) if it has not started, else does nothing unless ducking is on.
+    func duckByVolume(starting: Bool) {
+        volumeDucking.withLock { state in
+            guard state != nil || starting else { return }
+            // Asked with the lock held: a list from before another call's changes would look like
+            // someone else's.
+            let streams = duckableStreams()
+            var ducking = state ?? VolumeDucking(guardProcess: startDuckGuard())
+            defer { state = ducking }
+            let guardFD = ducking.guardProcess?.fd
+            func remember(_ index: UInt32, _ volumes: [UInt32]) {
+                guard let guardFD else { return }
+                _ = volumes.withUnsafeBufferPointer { openavf_duck_guard_remember(guardFD, index, UInt8($0.count), $0.baseAddress) }
+            }
+            /// Takes a stream at the level a lowered stream of its key was set to as lowered already
+            /// (the session manager gave it that level), to be put back to that stream's volume.
+            func adopt(_ stream: DuckableStream) -> Bool {
+                guard let key = stream.key,
+                    let (_, model) = ducking.lowered.first(where: { $0.key != stream.index && $0.value.key == key && Self.sameVolumes($0.value.set, stream.volumes) })
+                else { return false }
+                remember(stream.index, model.before)
+                ducking.lowered[stream.index] = (stream.volumes, model.before, key)
+                return true
+            }
+            // Streams gone, or set by someone else since, are no longer this process's to put back.
+            for (index, volumes) in ducking.lowered {
+                let now = streams.first { $0.index == index }
+                if let now, Self.sameVolumes(now.volumes, volumes.set) { continue }
+                ducking.lowered[index] = nil
+                if let now, adopt(now) { continue }
+                if let guardFD { _ = openavf_duck_guard_forget(guardFD, index) }
+            }
+            ducking.handled.formIntersection(streams.map(\.index))
+            for stream in streams where !ducking.handled.contains(stream.index) {
+                // A silent stream is looked at again when it changes.
+                guard !stream.muted, stream.volumes.contains(where: { $0 > 0 }), stream.volumes.count <= Int(OPENAVF_DUCK_GUARD_MAX_CHANNELS) else {
+                    continue
+                }
+                ducking.handled.insert(stream.index)
+                if adopt(stream) { continue }
+                let set = stream.volumes.map { UInt32((Double($0) * Self.duckFactor).rounded()) }
+                // The guard knows what to put back before the stream is lowered.
+                remember(stream.index, stream.volumes)
+                do {
+                    try setStreamVolumes(stream.index, set)
+                    ducking.lowered[stream.index] = (set, stream.volumes, stream.key)
+                } catch {
+                    // It went meanwhile.
+                    if let guardFD { _ = openavf_duck_guard_forget(guardFD, stream.index) }
+                }
+            }
+        }
+    }
+
+    /// Ends ducking by volume: the guard puts every stream back (and this waits for it to have),
+    /// or, without a guard, this process does.
+    func endVolumeDucking(_ ducking: VolumeDucking) {
+        if let guardProcess = ducking.guardProcess {
+            _ = openavf_duck_guard_finish(guardProcess.fd, guardProcess.pid)
+            return
+        }
+        let streams = duckableStreams()
+        for (index, volumes) in ducking.lowered {
+            guard let now = streams.first(where: { $0.index == index }), Self.sameVolumes(now.volumes, volumes.set) else { continue }
+            try? setStreamVolumes(index, volumes.before)
+        }
+    }
+
+    /// Whether two volume sets are the same but for the server's rounding (pipewire-pulse keeps
+    /// volumes as linear floats and gives them back on PulseAudio's cubic scale).
+    static func sameVolumes(_ a: [UInt32], _ b: [UInt32]) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { max($0, $1) - min($0, $1) <= 64 }
+    }
+
+    /// Sets a playback stream's channel volumes. The corresponding PulseAudio call is
+    /// `pa_context_set_sink_input_volume`.
+    func setStreamVolumes(_ index: UInt32, _ volumes: [UInt32]) throws(HALError) {
+        var v = pa_cvolume()
+        v.channels = UInt8(volumes.count)
+        withUnsafeMutableBytes(of: &v.values) { raw in
+            let values = raw.bindMemory(to: pa_volume_t.self)
+            for (n, volume) in volumes.enumerated() { values[n] = volume }
+        }
+        try perform("set the volume of stream \(index)") { cb, ud in pa_context_set_sink_input_volume(context, index, &v, cb, ud) }
+    }
+
+    /// Starts the guard for the server this backend is connected to, where it listens on a local
+    /// socket; `nil` otherwise, or when the system refuses a process.
+    private func startDuckGuard() -> (pid: pid_t, fd: Int32)? {
+        let server = control.locked { pa_context_get_server(context).map { String(cString: $0) } }
+        guard let server, let path = Self.localSocketPath(server) else { return nil }
+        let cookie = Self.pulseCookie()
+        var fd: Int32 = -1
+        let pid = path.withCString { p in
+            cookie.withUnsafeBufferPointer { openavf_duck_guard_start(p, $0.count == 256 ? $0.baseAddress : nil, &fd) }
+        }
+        return pid > 0 ? (pid, fd) : nil
+    }
+
+    /// The socket path of a libpulse server string (`/path`, `unix:/path`, either after a
+    /// `{machine-id}` prefix); `nil` for a server reached over the network.
+    static func localSocketPath(_ server: String) -> String? {
+        var address = Substring(server)
+        if address.hasPrefix("{"), let end = address.firstIndex(of: "}") { address = address[address.index(after: end)...] }
+        if address.hasPrefix("unix:") { address = address.dropFirst(5) }
+        return address.hasPrefix("/") ? String(address) : nil
+    }
+
+    /// The client's PulseAudio cookie, where libpulse looks for it (`PULSE_COOKIE`, then
+    /// `$XDG_CONFIG_HOME/pulse/cookie`, `~/.config/pulse/cookie`, `~/.pulse-cookie`); empty if
+    /// none (pipewire-pulse asks for none).
+    static func pulseCookie() -> [UInt8] {
+        let environment = ProcessInfo.processInfo.environment
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        let config = environment["XDG_CONFIG_HOME"] ?? home + "/.config"
+        let candidates = [environment["PULSE_COOKIE"], config + "/pulse/cookie", home + "/.pulse-cookie"].compactMap { $0 }
+        for path in candidates {
+            if let data = FileManager.default.contents(atPath: path), data.count >= 256 { return Array(data.prefix(256)) }
+        }
+        return []
+    }
+}
