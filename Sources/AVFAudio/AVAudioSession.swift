@@ -275,6 +275,8 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         if options.contains(.defaultToSpeaker) && category != .playAndRecord {
             throw Self.error(.badParam, "defaultToSpeaker needs playAndRecord")
         }
+        routeCheck.lock()  // one step for the event thread's route checks, as an output override
+        defer { routeCheck.unlock() }
         lock.lock()
         _category = category
         _mode = mode
@@ -577,6 +579,8 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         if let inPort, !AudioSessionHost.devices(output: false).contains(where: { $0.name == inPort.uid }) {
             throw Self.error(.badParam, "\(inPort.uid) is not an available input")
         }
+        routeCheck.lock()  // one step for the event thread's route checks, as an output override
+        defer { routeCheck.unlock() }
         locked { _preferredInput = inPort }
         AudioSessionHost.setRouting(input: inPort?.uid, output: AudioSessionHost.routing.output)
         checkRoute(reason: .override)
@@ -594,6 +598,11 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             }) else { throw Self.error(.resourceNotAvailable, "the server has no speaker") }
             target = speaker.name
         }
+        // The change and its check are one step for the event thread's own route checks: else it
+        // could see the new route first (the reopened streams are server events) and post it as
+        // a configuration change.
+        routeCheck.lock()
+        defer { routeCheck.unlock() }
         AudioSessionHost.setRouting(input: AudioSessionHost.routing.input, output: target)
         try reconfigureIfActive()
         checkRoute(reason: .override)

@@ -250,6 +250,35 @@ public final class PrivatePulseServer: @unchecked Sendable {
         setenv("PULSE_SERVER", serverString, 1)
     }
 
+    /// Makes a plain, silent source called `name` and returns the module index that unloads it:
+    /// PulseAudio's `module-null-source`; on PipeWire, whose pipewire-pulse has no such module
+    /// (0.3.65), a null sink made a source (`media.class=Audio/Source/Virtual`). Returns once the
+    /// server lists it.
+    public func loadNullSource(_ name: String) throws -> String {
+        let module = kind == .pipewire
+            ? try pactl(["load-module", "module-null-sink", "sink_name=\(name)", "sink_properties=media.class=Audio/Source/Virtual"])
+            : try pactl(["load-module", "module-null-source", "source_name=\(name)"])
+        let listed = waitUntil(timeout: 5) {
+            ((try? self.pactl(["list", "short", "sources"])) ?? "").split(separator: "\n").contains { $0.split(separator: "\t").dropFirst().first == Substring(name) }
+        }
+        guard listed else { throw Failure(description: "the source \(name) did not appear") }
+        return module.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The playback buffer duration this server grants a stream that asks for `asked` seconds
+    /// (what `pa_stream_get_buffer_attr` reads back as its target length). PulseAudio grants
+    /// about what is asked (within 3 ms or 10 %). pipewire-pulse (0.3.65) never requests less than 256/48000 s at a
+    /// time and keeps at least three requests, so it grants at least 16 ms, and rounds larger
+    /// asks up to whole requests of a quarter of the buffer: up to half as much again.
+    public func grantedBufferRange(asked: Double) -> ClosedRange<Double> {
+        if kind == .pipewire {
+            let floor = 3 * 256.0 / 48000
+            return max(asked, floor) - 0.001...max(asked * 1.5, floor) + 0.001
+        }
+        let tolerance = max(0.003, asked * 0.1)
+        return asked - tolerance...asked + tolerance
+    }
+
     /// Runs `pactl` against this server and returns its output.
     @discardableResult
     public func pactl(_ arguments: [String]) throws -> String {

@@ -145,7 +145,7 @@ final class AudioSessionServerTests: XCTestCase {
         XCTAssertEqual(session.preferredIOBufferDuration, 0.005, "preferred values read back unchanged")
         XCTAssertEqual(session.preferredSampleRate, 44100)
         XCTAssertEqual(session.sampleRate, 44100)
-        XCTAssertEqual(session.ioBufferDuration, 0.005, accuracy: 0.0015, "the server grants about what was asked")
+        XCTAssertTrue(server.grantedBufferRange(asked: 0.005).contains(session.ioBufferDuration), "the server's grant: \(session.ioBufferDuration) s")
         // The server's own account of the session's stream.
         let inputs = try server.pactl(["list", "sink-inputs"])
         let block = try XCTUnwrap(inputs.components(separatedBy: "Sink Input #").first { $0.contains("AVAudioSession") }, inputs)
@@ -188,10 +188,12 @@ final class AudioSessionServerTests: XCTestCase {
         // keeper stream asks for), not the session's 50 ms buffer.
         let speaker = try configuredLatency(server, "sinks", "speaker")
         let microphone = try configuredLatency(server, "sources", "micfeed.monitor")
-        XCTAssertGreaterThan(speaker, 0)
+        // pipewire-pulse (0.3.65) reports every device's latency as 0, and the session says what
+        // the server says.
+        if server.kind == .pulseaudio { XCTAssertGreaterThan(speaker, 0) }
         XCTAssertEqual(session.outputLatency, speaker, accuracy: 0.002)
         XCTAssertEqual(session.inputLatency, microphone, accuracy: 0.002)
-        XCTAssertEqual(session.ioBufferDuration, 0.05, accuracy: 0.005)
+        XCTAssertTrue(server.grantedBufferRange(asked: 0.05).contains(session.ioBufferDuration), "the server's grant: \(session.ioBufferDuration) s")
         XCTAssertGreaterThan(abs(session.outputLatency - session.ioBufferDuration), 0.01, "the device's latency is not the buffer's")
         // One channel asked of a stereo speaker: the stream carries one, the device has two.
         XCTAssertEqual(session.outputNumberOfChannels, 1)
@@ -534,9 +536,8 @@ extension AudioSessionServerTests {
             try? session.setActive(false)
             try? session.setCategory(.soloAmbient)
         }
-        // module-null-source takes no properties: a plain source, a built-in microphone by default.
-        let source = try server.pactl(["load-module", "module-null-source", "source_name=usbmic"])
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // A plain source with no form factor: a built-in microphone by default.
+        let source = try server.loadNullSource("usbmic")
         defer { _ = try? server.pactl(["unload-module", source]) }
         let inputs = try XCTUnwrap(session.availableInputs)
         let usb = try XCTUnwrap(inputs.first { $0.uid == "usbmic" }, "\(inputs.map(\.uid))")
@@ -631,7 +632,7 @@ extension AudioSessionServerTests {
         try session.setPreferredIOBufferDuration(0.01)
         let after = try XCTUnwrap(AudioQueueGetDiagnostics(player.queue!)).grantedBufferDuration
         XCTAssertLessThan(after, before * 0.75, "the running queue's stream was reopened with the smaller buffer (\(before) → \(after) s)")
-        XCTAssertEqual(session.ioBufferDuration, 0.01, accuracy: 0.003)
+        XCTAssertTrue(server.grantedBufferRange(asked: 0.01).contains(session.ioBufferDuration), "the server's grant: \(session.ioBufferDuration) s")
         try assertToneOnSpeaker(server, "still playing after the change")
     }
 }
