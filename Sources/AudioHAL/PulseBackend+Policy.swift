@@ -49,3 +49,25 @@ extension PulseBackend {
         }
     }
 }
+
+extension PulseBackend {
+    /// Whether the server is PipeWire's pipewire-pulse (its server name says "on PipeWire"),
+    /// asked once per connection: where it behaves unlike PulseAudio, the backend works around it
+    /// (see ``uploadSample(_:format:samples:)``). The corresponding PulseAudio call is
+    /// `pa_context_get_server_info`.
+    package var isPipeWire: Bool {
+        pipeWireServer.withLock { known in
+            if let known { return known }
+            let name = control.query(String?.none) { ud in
+                pa_context_get_server_info(context, { _, info, ud in
+                    let box = PulseQuery<String?, Void>.from(ud)
+                    box.value = info?.pointee.server_name.map { String(cString: $0) }
+                    box.finish()
+                }, ud)
+            }
+            let pipeWire = name?.contains("PipeWire") ?? false
+            known = pipeWire
+            return pipeWire
+        }
+    }
+}

@@ -12,6 +12,17 @@ extension PulseBackend {
         guard pa_sample_spec_valid(&spec) != 0, !samples.isEmpty, samples.count % format.channels == 0 else {
             throw HALError(.notSupported, "the server cannot store \(samples.count) samples of \(format.channels) channels at \(format.sampleRate) Hz")
         }
+        // pipewire-pulse (0.3.65) plays a cached sample in whole graph cycles and drops the last,
+        // partial one: a 5 ms click (240 frames) plays nothing at all while the graph runs 256-frame
+        // cycles, a 10 ms one only its first 256 frames. Silence up to a whole number of
+        // 1024-frame blocks at 48 kHz (the largest default cycle, 21.3 ms) lets all of it play;
+        // the sound's end (and its completion) moves by less than that.
+        var samples = samples
+        if isPipeWire {
+            let block = Int((1024 / 48000 * format.sampleRate).rounded(.up)) * format.channels
+            let remainder = samples.count % block
+            if remainder != 0 { samples += repeatElement(0, count: block - remainder) }
+        }
         let bytes = samples.count * MemoryLayout<Float>.size
         let failure: HALError? = control.locked {
             guard let stream = pa_stream_new(context, name, &spec, nil) else {

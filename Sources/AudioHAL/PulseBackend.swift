@@ -38,6 +38,8 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
     /// Whether the server ducks through `module-role-ducking`, once asked; `false` where the
     /// library ducks by volume (``volumeDucking``).
     let duckingByModule = Mutex<Bool?>(nil)
+    /// Whether the server is PipeWire's pipewire-pulse, once asked (``isPipeWire``).
+    let pipeWireServer = Mutex<Bool?>(nil)
     /// The other clients' streams this process lowered, and their guard, while it ducks by volume.
     let volumeDucking = Mutex<VolumeDucking?>(nil)
     /// The name the process's connections give the server, for connections of a stream's own
