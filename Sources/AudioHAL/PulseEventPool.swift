@@ -1,7 +1,7 @@
 internal import CPulseAudio
 
 /// The main-loop vtable libpulse gets for the audio connection: the threaded main loop's own,
-/// except that time and deferred events are pooled, so that the real-time thread never frees.
+/// except that I/O, time and deferred events are pooled, so that the real-time thread never frees.
 ///
 /// Why: libpulse arms a time event (the reply timeout) for every request (`pa_stream_cork`,
 /// `pa_stream_flush`, `pa_stream_update_timing_info`…) on the caller's thread and frees it when the
@@ -9,6 +9,14 @@ internal import CPulseAudio
 /// there, in `pa_mainloop_prepare`. With this vtable a freed event is only disarmed and kept for
 /// the next `time_new`, which rearms it: memory is taken on the thread that first needs an event
 /// (a control thread, with the lock held) and given back when the connection closes.
+///
+/// I/O events too: libpulse frees its socket's I/O event whenever the socket is both readable and
+/// writable and makes a new one when it waits again (`pa_iochannel`'s `enable_events`). Against
+/// PulseAudio the audio travels through shared memory and that is rare; against pipewire-pulse,
+/// which has no shared memory, every request for audio is a packet, and the main loop allocated
+/// and freed an event for each, hundreds a second. A freed I/O event is disabled and kept for the
+/// next `io_new` on the same descriptor. One whose descriptor wakes it while kept (closed or hung
+/// up: poll reports that even with no events asked) is freed then, once, as the connection ends.
 ///
 /// Threads: libpulse calls the vtable with the main loop's lock held (its own thread while
 /// dispatching, any other thread through ``PulseConnection/locked(_:)``), so the free lists need
@@ -38,6 +46,11 @@ final class PulseEventPool: @unchecked Sendable {
     /// Releases the pooled records. Call after the context is gone and the main loop is freed
     /// (which frees the inner events).
     func release() {
+        var io = shared.pointee.allIOs
+        while let record = io {
+            io = record.pointee.nextAll
+            record.deallocate()
+        }
         var time = shared.pointee.allTimes
         while let record = time {
             time = record.pointee.nextAll
@@ -57,6 +70,8 @@ final class PulseEventPool: @unchecked Sendable {
 private struct PoolState {
     var inner: UnsafeMutablePointer<pa_mainloop_api>
     var outer: UnsafeMutablePointer<pa_mainloop_api>
+    var freeIOs: UnsafeMutablePointer<IORecord>?
+    var allIOs: UnsafeMutablePointer<IORecord>?
     var freeTimes: UnsafeMutablePointer<TimeRecord>?
     var freeDefers: UnsafeMutablePointer<DeferRecord>?
     var allTimes: UnsafeMutablePointer<TimeRecord>?
@@ -65,10 +80,15 @@ private struct PoolState {
 
 private struct IORecord {
     var state: UnsafeMutablePointer<PoolState>
+    var fd: Int32
     var inner: OpaquePointer?
     var callback: pa_io_event_cb_t?
     var userdata: UnsafeMutableRawPointer?
     var destroy: pa_io_event_destroy_cb_t?
+    /// Kept for the next `io_new` on ``fd`` (on the free list).
+    var kept: Bool
+    var nextFree: UnsafeMutablePointer<IORecord>?
+    var nextAll: UnsafeMutablePointer<IORecord>?
 }
 
 private struct TimeRecord {
@@ -95,17 +115,50 @@ private func state(_ a: UnsafeMutablePointer<pa_mainloop_api>?) -> UnsafeMutable
     a!.pointee.userdata.assumingMemoryBound(to: PoolState.self)
 }
 
-// MARK: I/O events: made once per connection, passed through (the callback sees the outer vtable).
+// MARK: I/O events: pooled by descriptor.
+
+/// Takes a kept record off the free list.
+private func unlinkKept(_ record: UnsafeMutablePointer<IORecord>) {
+    let s = record.pointee.state
+    if s.pointee.freeIOs == record {
+        s.pointee.freeIOs = record.pointee.nextFree
+    } else {
+        var previous = s.pointee.freeIOs
+        while let p = previous, p.pointee.nextFree != record { previous = p.pointee.nextFree }
+        previous?.pointee.nextFree = record.pointee.nextFree
+    }
+    record.pointee.nextFree = nil
+    record.pointee.kept = false
+}
 
 private let poolIONew: @convention(c) (
     UnsafeMutablePointer<pa_mainloop_api>?, Int32, pa_io_event_flags_t, pa_io_event_cb_t?, UnsafeMutableRawPointer?
 ) -> OpaquePointer? = { a, fd, events, callback, userdata in
     let s = state(a)
+    var kept = s.pointee.freeIOs
+    while let record = kept, record.pointee.fd != fd { kept = record.pointee.nextFree }
+    if let record = kept {
+        unlinkKept(record)
+        record.pointee.callback = callback
+        record.pointee.userdata = userdata
+        record.pointee.destroy = nil
+        s.pointee.inner.pointee.io_enable(record.pointee.inner, events)
+        return OpaquePointer(record)
+    }
     let record = UnsafeMutablePointer<IORecord>.allocate(capacity: 1)
-    record.initialize(to: IORecord(state: s, inner: nil, callback: callback, userdata: userdata, destroy: nil))
+    record.initialize(to: IORecord(
+        state: s, fd: fd, inner: nil, callback: callback, userdata: userdata, destroy: nil, kept: false, nextFree: nil, nextAll: s.pointee.allIOs))
+    s.pointee.allIOs = record
     record.pointee.inner = s.pointee.inner.pointee.io_new(s.pointee.inner, fd, events, { _, _, fd, events, ud in
         let r = ud!.assumingMemoryBound(to: IORecord.self)
-        r.pointee.callback?(r.pointee.state.pointee.outer, OpaquePointer(r), fd, events, r.pointee.userdata)
+        if let callback = r.pointee.callback {
+            callback(r.pointee.state.pointee.outer, OpaquePointer(r), fd, events, r.pointee.userdata)
+        } else if r.pointee.kept, let inner = r.pointee.inner {
+            // Kept, yet its descriptor woke it: closed or hung up. No next io_new will want it.
+            unlinkKept(r)
+            r.pointee.inner = nil
+            r.pointee.state.pointee.inner.pointee.io_free(inner)
+        }
     }, UnsafeMutableRawPointer(record))
     return OpaquePointer(record)
 }
@@ -119,8 +172,14 @@ private let poolIOFree: @convention(c) (OpaquePointer?) -> Void = { e in
     let r = UnsafeMutablePointer<IORecord>(e!)
     let s = r.pointee.state
     r.pointee.destroy?(s.pointee.outer, e, r.pointee.userdata)
-    s.pointee.inner.pointee.io_free(r.pointee.inner)
-    r.deallocate()
+    // Disabled, not freed: kept for the next io_new on the same descriptor.
+    s.pointee.inner.pointee.io_enable(r.pointee.inner, PA_IO_EVENT_NULL)
+    r.pointee.callback = nil
+    r.pointee.userdata = nil
+    r.pointee.destroy = nil
+    r.pointee.kept = true
+    r.pointee.nextFree = s.pointee.freeIOs
+    s.pointee.freeIOs = r
 }
 
 private let poolIOSetDestroy: @convention(c) (OpaquePointer?, pa_io_event_destroy_cb_t?) -> Void = { e, destroy in
