@@ -101,7 +101,6 @@ public final class PrivatePulseServer: @unchecked Sendable {
         env["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(dir.appendingPathComponent("bus").path)"
         env["PULSE_SERVER"] = nil
         env["PIPEWIRE_REMOTE"] = nil
-        try? FileManager.default.removeItem(at: dir.appendingPathComponent("pulse"))
         let log = { (name: String) in dir.appendingPathComponent("\(name).log").path }
         daemons = [try watched(
             [tools[0].1!, "--session", "--address=\(env["DBUS_SESSION_BUS_ADDRESS"]!)", "--nofork", "--nopidfile"], environment: env, log: log("dbus"))]
@@ -115,12 +114,25 @@ public final class PrivatePulseServer: @unchecked Sendable {
             throw Failure(description: "the private PipeWire did not come up:\n\((try? String(contentsOfFile: log("pipewire"), encoding: .utf8)) ?? "")")
         }
         daemons.append(try watched([tools[2].1!], environment: env, log: log("wireplumber")))
-        daemons.append(try watched([tools[3].1!], environment: env, log: log("pipewire-pulse")))
+        pipeWireEnvironment = env
+        try launchPipeWirePulse(timeout: timeout)
+    }
+
+    /// The environment PipeWire's daemons run in (set by ``launchPipeWire(timeout:)``).
+    private var pipeWireEnvironment: [String: String] = [:]
+
+    /// pipewire-pulse and the two null sinks made through it (they are its modules: they go with it).
+    private func launchPipeWirePulse(timeout: Double) throws {
+        guard let tool = Self.which("pipewire-pulse") else { throw Failure(description: "pipewire-pulse is not installed") }
+        let dir = directory
+        let log = dir.appendingPathComponent("pipewire-pulse.log").path
+        try? FileManager.default.removeItem(at: dir.appendingPathComponent("pulse"))  // a killed one's socket
+        daemons.append(try watched([tool], environment: pipeWireEnvironment, log: log))
         let deadline = Date(timeIntervalSinceNow: timeout)
         while (try? pactl(["info"])) == nil {
             guard Date() < deadline else {
                 stop()
-                throw Failure(description: "the private pipewire-pulse did not come up:\n\((try? String(contentsOfFile: log("pipewire-pulse"), encoding: .utf8)) ?? "")")
+                throw Failure(description: "the private pipewire-pulse did not come up:\n\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
             }
             usleep(20_000)
         }
@@ -219,6 +231,21 @@ public final class PrivatePulseServer: @unchecked Sendable {
         process = nil
         for daemon in daemons.reversed() { _ = daemon.terminate(SIGKILL) }
         daemons = []
+    }
+
+    /// Kills (SIGKILL) only PipeWire's PulseAudio interface, `pipewire-pulse`, as a crash of it
+    /// would: PipeWire and its session manager go on. Only for a PipeWire server.
+    public func crashPulseInterface() {
+        precondition(kind == .pipewire && daemons.count == 4, "only a running private PipeWire has a pipewire-pulse of its own")
+        for keeper in keepers { keeper.terminate() }
+        keepers = []
+        _ = daemons.removeLast().terminate(SIGKILL)
+    }
+
+    /// Starts pipewire-pulse again after ``crashPulseInterface()``, with its null sinks and keepers.
+    public func restartPulseInterface(timeout: Double = 10) throws {
+        try launchPipeWirePulse(timeout: timeout)
+        try startKeepers(timeout: timeout)
     }
 
     /// Starts the daemon again after ``crash()``, in the same directory and on the same socket.

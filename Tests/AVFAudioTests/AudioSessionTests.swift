@@ -312,9 +312,12 @@ extension AudioSessionServerTests {
         let began = try XCTUnwrap(log.all.first)
         XCTAssertEqual(began.info[AVAudioSessionInterruptionTypeKey] as? UInt, AVAudioSession.InterruptionType.began.rawValue)
         XCTAssertLessThan(began.time.timeIntervalSince(callStart), 0.2, "began within 200 ms of starting the call's client")
+        print("call: interruption began \(String(format: "%.0f", began.time.timeIntervalSince(callStart) * 1000)) ms after the call's client started")
         let mark = capture.frameCount
         try capture.waitFor(frames: mark + 14400, timeout: 5)
-        XCTAssertLessThan(SignalAnalysis.rmsDB(capture.samples()[0].suffix(4800)), -40, "the session went silent")
+        let during = SignalAnalysis.rmsDB(capture.samples()[0].suffix(4800))
+        XCTAssertLessThan(during, -40, "the session went silent")
+        print("call: the session's tone on the sink during the call \(String(format: "%.1f", during)) dBFS")
 
         call.waitUntilDone()
         XCTAssertTrue(waitUntil(timeout: 3) { log.all.count >= 2 }, "no end of interruption")
@@ -394,6 +397,17 @@ extension AudioSessionServerTests {
         try activateSession(.playback)
         let lost = NotificationLog(AVAudioSession.mediaServicesWereLostNotification)
         let reset = NotificationLog(AVAudioSession.mediaServicesWereResetNotification)
+        // Each route change as posted: the route before and the route then (read on the posting
+        // thread, where the observer runs).
+        let routeChanges = NSLock()
+        nonisolated(unsafe) var changes: [(before: [String], after: [String])] = []
+        let observer = NotificationCenter.default.addObserver(forName: AVAudioSession.routeChangeNotification, object: nil, queue: nil) { note in
+            let before = (note.userInfo?[AVAudioSessionRouteChangePreviousRouteKey] as? AVAudioSessionRouteDescription).map { ($0.outputs + $0.inputs).map(\.uid) } ?? []
+            let after = AVAudioSession.sharedInstance().currentRoute
+            routeChanges.withLock { changes.append((before, (after.outputs + after.inputs).map(\.uid))) }
+        }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        let routeBefore = AVAudioSession.sharedInstance().currentRoute
         let old = TonePlayer()
         try old.start()
         let killed = Date()
@@ -409,6 +423,42 @@ extension AudioSessionServerTests {
         _ = AudioQueueStart(old.queue!, nil)
         old.stop()
         // A new player plays on the new server.
+        _ = try playTone()
+        try assertToneOnSpeaker(server, "a new player plays after the reset")
+        // The server came back with the same devices: the route is what it was, and no route
+        // change was posted for a route that never really changed, nor with an empty route.
+        let routeAfter = AVAudioSession.sharedInstance().currentRoute
+        XCTAssertEqual((routeAfter.outputs + routeAfter.inputs).map(\.uid), (routeBefore.outputs + routeBefore.inputs).map(\.uid))
+        let posted = routeChanges.withLock { changes }
+        for change in posted {
+            XCTAssertFalse(change.before.isEmpty || change.after.isEmpty, "a route change with an empty route: \(change)")
+            XCTAssertNotEqual(change.before, change.after, "a route change that changed nothing: \(change)")
+        }
+        print("route changes posted across the server's loss and return: \(posted.count)")
+    }
+}
+
+extension AudioSessionServerTests {
+    /// On PipeWire the PulseAudio interface alone can go (pipewire-pulse killed, PipeWire and its
+    /// session manager running on): the session hears media services lost and reset as when the
+    /// whole server goes, and plays on the interface's return.
+    func testMediaServicesLostAndResetWhenOnlyPipeWirePulseRestarts() throws {
+        let server = try TestSound.server()
+        guard server.kind == .pipewire else { throw XCTSkip("pipewire-pulse is PipeWire's (testMediaServicesLostAndReset covers PulseAudio)") }
+        try activateSession(.playback)
+        let lost = NotificationLog(AVAudioSession.mediaServicesWereLostNotification)
+        let reset = NotificationLog(AVAudioSession.mediaServicesWereResetNotification)
+        let old = TonePlayer()
+        try old.start()
+        let killed = Date()
+        server.crashPulseInterface()
+        XCTAssertTrue(waitUntil(timeout: 1) { !lost.all.isEmpty }, "no lost notification within 1 s")
+        print("pipewire-pulse killed: media services lost after \(Date().timeIntervalSince(killed)) s")
+        let restarted = Date()
+        try server.restartPulseInterface()
+        XCTAssertTrue(waitUntil(timeout: 5) { !reset.all.isEmpty }, "no reset notification within 5 s of the restart")
+        print("media services reset \(reset.all.first.map { $0.time.timeIntervalSince(restarted) } ?? -1) s after pipewire-pulse's restart began")
+        old.stop()
         _ = try playTone()
         try assertToneOnSpeaker(server, "a new player plays after the reset")
     }
