@@ -331,7 +331,13 @@ public final class PrivatePulseServer: @unchecked Sendable {
 
     /// The server this process should use: the machine's own when one answers, else a private one
     /// (returned, so the caller keeps it alive). `announce` receives a line saying which.
-    public static func serverForThisProcess(announce: (String) -> Void) throws -> PrivatePulseServer? {
+    public static func serverForThisProcess(kind: Kind? = nil, announce: (String) -> Void) throws -> PrivatePulseServer? {
+        if let kind {
+            let server = try PrivatePulseServer(kind: kind)
+            server.makeDefaultForThisProcess()
+            announce("Started a private \(kind == .pipewire ? "PipeWire (pipewire-pulse)" : "PulseAudio") server at \(server.serverString), as asked.")
+            return server
+        }
         if let pactl = which("pactl"),
             (try? ChildProcess.run(pactl, ["info"], environment: ProcessInfo.processInfo.environment, scratch: NSTemporaryDirectory() + "openavf-probe-\(getpid())")) != nil {
             announce("Using the sound server this machine runs.")

@@ -13,9 +13,17 @@ func fail(_ line: String) -> Never {
     exit(1)
 }
 
+// `--server pulseaudio|pipewire` starts a private server of that kind whatever the machine runs.
+var arguments = Array(CommandLine.arguments.dropFirst())
+var asked: PrivatePulseServer.Kind?
+if let i = arguments.firstIndex(of: "--server") {
+    guard i + 1 < arguments.count, let kind = PrivatePulseServer.Kind(rawValue: arguments[i + 1]) else { fail("--server takes pulseaudio or pipewire") }
+    asked = kind
+    arguments.removeSubrange(i...i + 1)
+}
 let privateServer: PrivatePulseServer?
 do {
-    privateServer = try PrivatePulseServer.serverForThisProcess(announce: say)
+    privateServer = try PrivatePulseServer.serverForThisProcess(kind: asked, announce: say)
 } catch {
     fail("No sound server answers here and a private one could not start: \(error)")
 }
@@ -27,7 +35,7 @@ func tool(_ name: String) -> String {
     return path
 }
 
-let seconds = CommandLine.arguments.count > 1 ? Double(CommandLine.arguments[1]) ?? 4 : 4
+let seconds = arguments.first.flatMap(Double.init) ?? 4
 let work = FileManager.default.temporaryDirectory.appendingPathComponent("openavf-memo-\(getpid())")
 try? FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(at: work) }
