@@ -17,9 +17,10 @@ import Glibc
 ///
 /// A killed process cannot put anything back, so the putting back is not this process's: before
 /// lowering a stream it tells a *guard* (a child process, see `CDuckGuard.h`) the volume to put
-/// back, and ending the ducking is closing the guard's pipe. The kernel closes that pipe when the
-/// process ends however it ends, and the guard then sets every remembered stream back over its
-/// own connection and exits: no one stays ducked after a SIGKILL. Where no guard can be started
+/// back, and ending the ducking is closing this process's end of the socket pair that leads to the
+/// guard. The kernel closes it when the process ends however it ends, and the guard then sets
+/// every remembered stream back over its own connection and exits: no one stays ducked after a
+/// SIGKILL. Where no guard can be started
 /// (a server reached over TCP, not a local socket), the process puts the streams back itself when
 /// ducking ends, and a process killed meanwhile leaves them lowered.
 ///
@@ -34,7 +35,7 @@ import Glibc
 /// its own volume once both have ended, in either order only if the second ends first (the
 /// first's putting back is then taken for a user's choice by the second, which leaves it).
 struct VolumeDucking: Sendable {
-    /// The guard's pid and the write end of its pipe; `nil` where none could be started.
+    /// The guard's pid and this process's end of the socket pair to it; `nil` where none could be started.
     var guardProcess: (pid: pid_t, fd: Int32)?
     /// What this process set each lowered stream to, and the volume it had before.
     var lowered: [UInt32: (set: [UInt32], before: [UInt32], key: String?)] = [:]

@@ -221,8 +221,13 @@ package enum AudioSessionHost {
     package static func defaultDevices() -> (output: AudioSessionDevice?, input: AudioSessionDevice?) {
         guard let backend = try? AudioSystem.current.backend() else { return (nil, nil) }
         let (outName, inName) = state.withLock { ($0.outputDevice, $0.inputDevice) }
-        let output = ((outName.flatMap { try? backend.outputDevice(named: $0) }) ?? (try? backend.outputDevice(named: nil))).map(AudioSessionDevice.init)
-        let input = ((inName.flatMap { try? backend.inputDevice(named: $0) }) ?? (try? backend.inputDevice(named: nil))).map(AudioSessionDevice.init)
+        // Where the server names no default while it has devices (pipewire-pulse between the
+        // default's removal and its session manager's next choice, or before one is made), streams
+        // go to its first device: that is the route, not an empty one.
+        let output = ((outName.flatMap { try? backend.outputDevice(named: $0) }) ?? (try? backend.outputDevice(named: nil))
+            ?? backend.devices(output: true).first).map(AudioSessionDevice.init)
+        let input = ((inName.flatMap { try? backend.inputDevice(named: $0) }) ?? (try? backend.inputDevice(named: nil))
+            ?? backend.devices(output: false).first).map(AudioSessionDevice.init)
         return (output, input)
     }
 

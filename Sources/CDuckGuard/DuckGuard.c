@@ -18,7 +18,7 @@
 
 enum { OP_REMEMBER = 1, OP_FORGET = 2 };
 
-/// One message on the pipe: small enough (140 bytes) that each write is atomic (PIPE_BUF).
+/// One message to the guard (140 bytes).
 struct guard_record {
     uint32_t op;
     uint32_t index;
@@ -226,7 +226,7 @@ static void forget(uint32_t index) {
     }
 }
 
-/// The child: keeps what it is told until the pipe closes, then puts it back and exits.
+/// The child: keeps what it is told until the other end closes, then puts it back and exits.
 static void guard_main(int read_fd, const struct sockaddr_un *address, const uint8_t *cookie) {
     // A terminal's ^C or hang-up, or a service manager's SIGTERM to the whole group, must not
     // end the guard before the process it guards: it leaves the group and ignores them, and
@@ -243,7 +243,7 @@ static void guard_main(int read_fd, const struct sockaddr_un *address, const uin
 
     // Nothing of the parent's stays open here: above all not its connection to the server,
     // which must end when the parent does.
-    if (syscall(SYS_close_range, 0u, (unsigned)read_fd - 1u, 0u) < 0 || syscall(SYS_close_range, (unsigned)read_fd + 1u, ~0u, 0u) < 0) {
+    if ((read_fd > 0 && syscall(SYS_close_range, 0u, (unsigned)read_fd - 1u, 0u) < 0) || syscall(SYS_close_range, (unsigned)read_fd + 1u, ~0u, 0u) < 0) {
         for (int fd = 0; fd < 65536; fd++) {
             if (fd != read_fd) close(fd);
         }
@@ -279,8 +279,10 @@ pid_t openavf_duck_guard_start(const char *socket_path, const uint8_t *cookie, i
     if (cookie) memcpy(secret, cookie, sizeof secret);
     else memset(secret, 0, sizeof secret);
 
+    // A socket pair rather than a pipe: a guard that is gone must not kill this process with
+    // SIGPIPE when it is next told something (send with MSG_NOSIGNAL).
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0) return -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0) return -1;
     pid_t pid = fork();
     if (pid < 0) {
         int saved = errno;
@@ -299,7 +301,7 @@ static int send_record(int write_fd, const struct guard_record *record) {
     const uint8_t *bytes = (const uint8_t *)record;
     size_t sent = 0;
     while (sent < sizeof *record) {
-        ssize_t w = write(write_fd, bytes + sent, sizeof *record - sent);
+        ssize_t w = send(write_fd, bytes + sent, sizeof *record - sent, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return -1;
         sent += (size_t)w;

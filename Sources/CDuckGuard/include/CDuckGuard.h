@@ -3,8 +3,8 @@
 //
 // Used where the sound server cannot duck by itself (PipeWire's pipewire-pulse has no
 // module-role-ducking): the library lowers other clients' playback streams with ordinary volume
-// calls, and before each one tells the guard, through a pipe, the volume to put back. When the
-// pipe's write end closes (the library ends ducking, or the process dies and the kernel closes
+// calls, and before each one tells the guard, through a socket pair, the volume to put back. When
+// this process's end closes (the library ends ducking, or the process dies and the kernel closes
 // it), the guard connects to the server over its native protocol, sets every remembered stream
 // back and exits.
 //
@@ -23,7 +23,8 @@
 
 /// Starts a guard for the server listening on the UNIX socket `socket_path`, authenticating with
 /// `cookie` (256 bytes; PulseAudio's cookie, ignored by pipewire-pulse; NULL sends zeros).
-/// Returns the guard's pid and stores the pipe's write end (close-on-exec) in `*write_fd`, or
+/// Returns the guard's pid and stores this process's end of the socket pair (close-on-exec) in
+/// `*write_fd`, or
 /// returns -1 with errno set.
 pid_t openavf_duck_guard_start(const char *socket_path, const uint8_t *cookie, int *write_fd);
 
@@ -34,7 +35,7 @@ int openavf_duck_guard_remember(int write_fd, uint32_t index, uint8_t channels, 
 /// Tells the guard to leave stream `index` alone (it went, or someone else set its volume since).
 int openavf_duck_guard_forget(int write_fd, uint32_t index);
 
-/// Closes the pipe and waits for the guard to have put every remembered stream back and exited
+/// Closes this process's end and waits for the guard to have put every remembered stream back and exited
 /// (it gives up on a server that does not answer within two seconds). Returns 0, or -1.
 int openavf_duck_guard_finish(int write_fd, pid_t pid);
 
