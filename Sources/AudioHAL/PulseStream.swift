@@ -135,6 +135,11 @@ final class PulseStream: HALStream, @unchecked Sendable {
         // deliveries, and 30 ms buffers came after 21 and 42 ms by turns. Fragments of at most
         // 10 ms there (256-frame cycles) keep the buffers' completions within a few ms of their
         // duration, as PulseAudio's fragments of the buffer's size do.
+        // pipewire-pulse holds an uncorked stream until its buffer reaches the prebuffer (two thirds
+        // of it), and asks for more only as the graph plays it: a stream that is a little short
+        // when uncorked never starts. The queue corks and uncorks its stream itself (prebuf 0: the
+        // server starts on uncork and never stops on an underrun), as PulseAudio's manual control.
+        if isPlayback && backend.isPipeWire { attr.prebuf = 0 }
         if !isPlayback && backend.isPipeWire {
             attr.fragsize = min(bytes, UInt32(Double(frameBytes) * (0.01 * request.format.sampleRate).rounded(.up)))
         }

@@ -55,7 +55,10 @@ final class AVAudioPlayerTests: XCTestCase {
     func capture(timeout: Double = 10, _ body: () throws -> Void, until done: () -> Bool) throws -> (left: [Float], right: [Float]) {
         let capture = try SignalCapture(server: server, device: "speaker.monitor", channels: 2)
         try body()
-        XCTAssertTrue(waitUntil(timeout: timeout, done), "playback did not finish within \(timeout) s")
+        if !waitUntil(timeout: timeout, done) {
+            // What the server says of the streams, for whoever reads the failure.
+            XCTFail("playback did not finish within \(timeout) s; the server's streams:\n\((try? server.pactl(["list", "sink-inputs"])) ?? "")")
+        }
         try capture.waitFor(frames: capture.frameCount + 4800, timeout: 5)
         let heard = capture.stop()
         return (heard[0], heard[1])
