@@ -44,8 +44,8 @@ extension PulseBackend {
     /// Starts or ends ducking others: makes sure the server's ducking module is loaded, then opens
     /// the trigger stream (on `device`), or closes it. Idempotent. The corresponding PulseAudio
     /// calls are `pa_context_get_module_info_list`, `pa_context_load_module` and a playback
-    /// stream's connection.
-    ///
+    /// stream's connection. Where the module cannot be loaded, it ducks by volume instead
+    /// (``duckByVolume(starting:)``).
     package func setDuckingOthers(_ on: Bool, device: String?) throws(HALError) {
         if !on {
             let stream = duckTrigger.withLock { s -> (any HALStream)? in

@@ -20,9 +20,9 @@ import Glibc
 /// back, and ending the ducking is closing this process's end of the socket pair that leads to the
 /// guard. The kernel closes it when the process ends however it ends, and the guard then sets
 /// every remembered stream back over its own connection and exits: no one stays ducked after a
-/// SIGKILL. Where no guard can be started
-/// (a server reached over TCP, not a local socket), the process puts the streams back itself when
-/// ducking ends, and a process killed meanwhile leaves them lowered.
+/// SIGKILL. Where no guard can be started (a server reached over TCP, not a local socket), the
+/// process puts the streams back itself when ducking ends, and a process killed meanwhile leaves
+/// them lowered.
 ///
 /// PipeWire's session manager (WirePlumber's stream restore) remembers the last volume of every
 /// stream by its role (or application), and gives a new stream of the same role that volume: a
@@ -31,9 +31,10 @@ import Glibc
 /// that stream's own volume, so the volume the session manager remembers is the one from before.
 ///
 /// Two processes ducking at once on such a server each lower what they find: a stream the first
-/// lowered is lowered again by the second, and each puts back what it found, so the stream is at
-/// its own volume once both have ended, in either order only if the second ends first (the
-/// first's putting back is then taken for a user's choice by the second, which leaves it).
+/// lowered, the second lowers again, and each puts back the volume it found. If the second ends
+/// first, the stream is back at its own volume once both have ended. If the first ends first, it
+/// puts the stream back while the second still ducks; the second takes that for a user's choice
+/// and leaves the stream at its own volume from then on.
 struct VolumeDucking: Sendable {
     /// The guard's pid and this process's end of the socket pair to it; `nil` where none could be started.
     var guardProcess: (pid: pid_t, fd: Int32)?
