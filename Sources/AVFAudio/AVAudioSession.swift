@@ -219,6 +219,17 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         defer { routeCheck.unlock() }
         let route = currentRoute
         let (previous, seen) = locked { (lastRoute, seenOutputs) }
+        // A side of the route the category still uses, gone with nothing in its place, is a
+        // server between devices (one starting again, before its devices are back): not a route.
+        // The change is posted once the devices are there, against the last real route.
+        let category = self.category
+        let playing = category != .record
+        let recording = category == .record || category == .playAndRecord || category == .multiRoute
+        if let previous,
+            (playing && route.outputs.isEmpty && !previous.outputs.isEmpty) || (recording && route.inputs.isEmpty && !previous.inputs.isEmpty)
+        {
+            return
+        }
         // A device that went away is new again when it comes back (headphones plugged in twice).
         let present = Set(AudioSessionHost.devices(output: true).map(\.name))
         locked {

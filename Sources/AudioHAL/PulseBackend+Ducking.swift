@@ -53,11 +53,7 @@ extension PulseBackend {
                 return s
             }
             stream?.close()
-            let ducking = volumeDucking.withLock { state -> VolumeDucking? in
-                defer { state = nil }
-                return state
-            }
-            if let ducking { endVolumeDucking(ducking) }
+            endVolumeDucking()
             return
         }
         let byModule = duckingByModule.withLock { known -> Bool in

@@ -60,13 +60,15 @@ extension PulseBackend {
         var key: String?
     }
 
-    /// Other clients' playback streams that ducking lowers. The corresponding PulseAudio call is
-    /// `pa_context_get_sink_input_info_list`.
-    func duckableStreams() -> [DuckableStream] {
-        typealias Query = PulseQuery<[DuckableStream], (UInt32, UInt32, String)>
-        return control.query([], context: (audio.clientIndex, control.clientIndex, String(getpid()))) { ud in
+    /// Other clients' playback streams that ducking lowers; `nil` when the server did not answer
+    /// (an empty list would read as every lowered stream gone). The corresponding PulseAudio call
+    /// is `pa_context_get_sink_input_info_list`.
+    func duckableStreams() -> [DuckableStream]? {
+        typealias Query = PulseQuery<(streams: [DuckableStream], complete: Bool), (UInt32, UInt32, String)>
+        let answer: (streams: [DuckableStream], complete: Bool) = control.query(([], false), context: (audio.clientIndex, control.clientIndex, String(getpid()))) { ud in
             pa_context_get_sink_input_info_list(context, { _, info, eol, ud in
                 let box = Query.from(ud)
+                if eol > 0 { box.value.complete = true }
                 if eol == 0, let i = info?.pointee, i.client != box.context.0, i.client != box.context.1 {
                     let properties = PulseBackend.properties(i.proplist)
                     let role = properties["media.role"]
@@ -78,12 +80,13 @@ extension PulseBackend {
                         }
                         let key = ["media.role", "application.id", "application.name", "media.name", "node.name"].lazy
                             .compactMap { name in properties[name].map { "\(name):\($0)" } }.first
-                        box.value.append(DuckableStream(index: i.index, volumes: volumes, muted: i.mute != 0, key: key))
+                        box.value.streams.append(DuckableStream(index: i.index, volumes: volumes, muted: i.mute != 0, key: key))
                     }
                 }
                 if eol != 0 { box.finish() }
             }, ud)
         }
+        return answer.complete ? answer.streams : nil
     }
 
     /// Lowers the other clients' streams not dealt with yet; when `starting`, starts ducking
@@ -92,14 +95,17 @@ extension PulseBackend {
         volumeDucking.withLock { state in
             guard state != nil || starting else { return }
             // Asked with the lock held: a list from before another call's changes would look like
-            // someone else's.
-            let streams = duckableStreams()
+            // someone else's. No answer: nothing is changed.
+            guard let streams = duckableStreams() else { return }
             var ducking = state ?? VolumeDucking(guardProcess: startDuckGuard())
             defer { state = ducking }
             let guardFD = ducking.guardProcess?.fd
-            func remember(_ index: UInt32, _ volumes: [UInt32]) {
-                guard let guardFD else { return }
-                _ = volumes.withUnsafeBufferPointer { openavf_duck_guard_remember(guardFD, index, UInt8($0.count), $0.baseAddress) }
+            /// Tells the guard what to put back; `false` when it cannot take it (gone, or full), and
+            /// then the stream is not lowered.
+            func remember(_ index: UInt32, _ volumes: [UInt32]) -> Bool {
+                guard let guardFD else { return true }  // no guard: this process puts it back itself
+                guard ducking.lowered.count < Int(OPENAVF_DUCK_GUARD_MAX_STREAMS) else { return false }
+                return volumes.withUnsafeBufferPointer { openavf_duck_guard_remember(guardFD, index, UInt8($0.count), $0.baseAddress) } == 0
             }
             /// Takes a stream at the level a lowered stream of its key was set to as lowered already
             /// (the session manager gave it that level), to be put back to that stream's volume.
@@ -107,7 +113,7 @@ extension PulseBackend {
                 guard let key = stream.key,
                     let (_, model) = ducking.lowered.first(where: { $0.key != stream.index && $0.value.key == key && Self.sameVolumes($0.value.set, stream.volumes) })
                 else { return false }
-                remember(stream.index, model.before)
+                guard remember(stream.index, model.before) else { return false }
                 ducking.lowered[stream.index] = (stream.volumes, model.before, key)
                 return true
             }
@@ -129,7 +135,7 @@ extension PulseBackend {
                 if adopt(stream) { continue }
                 let set = stream.volumes.map { UInt32((Double($0) * Self.duckFactor).rounded()) }
                 // The guard knows what to put back before the stream is lowered.
-                remember(stream.index, stream.volumes)
+                guard remember(stream.index, stream.volumes) else { continue }
                 do {
                     try setStreamVolumes(stream.index, set)
                     ducking.lowered[stream.index] = (set, stream.volumes, stream.key)
@@ -141,17 +147,26 @@ extension PulseBackend {
         }
     }
 
-    /// Ends ducking by volume: the guard puts every stream back (and this waits for it to have),
-    /// or, without a guard, this process does.
-    func endVolumeDucking(_ ducking: VolumeDucking) {
-        if let guardProcess = ducking.guardProcess {
-            _ = openavf_duck_guard_finish(guardProcess.fd, guardProcess.pid)
-            return
-        }
-        let streams = duckableStreams()
-        for (index, volumes) in ducking.lowered {
-            guard let now = streams.first(where: { $0.index == index }), Self.sameVolumes(now.volumes, volumes.set) else { continue }
-            try? setStreamVolumes(index, volumes.before)
+    /// Ends ducking by volume (if on): streams gone or set by someone else since are left alone,
+    /// the guard puts the others back (and this waits for it to have), or this process does where
+    /// there is no guard or it failed. Without an answer from the server (it went: its streams
+    /// went with it) nothing is put back. Holds the lock throughout, so that a new start waits
+    /// for the end and reads the volumes from before.
+    func endVolumeDucking() {
+        volumeDucking.withLock { state in
+            guard let ducking = state else { return }
+            state = nil
+            let streams = duckableStreams()
+            var back: [UInt32: [UInt32]] = [:]
+            for (index, volumes) in ducking.lowered {
+                if let now = streams?.first(where: { $0.index == index }), Self.sameVolumes(now.volumes, volumes.set) {
+                    back[index] = volumes.before
+                } else if let guardProcess = ducking.guardProcess {
+                    _ = openavf_duck_guard_forget(guardProcess.fd, index)
+                }
+            }
+            if let guardProcess = ducking.guardProcess, openavf_duck_guard_finish(guardProcess.fd, guardProcess.pid) == 0 { return }
+            for (index, volumes) in back { try? setStreamVolumes(index, volumes) }
         }
     }
 

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OP_REMEMBER = 1, OP_FORGET = 2 };
+enum { OP_REMEMBER = 1, OP_FORGET = 2, OP_DONE = 3 };
 
 /// One message to the guard (140 bytes).
 struct guard_record {
@@ -144,15 +144,16 @@ static int exchange(int s, size_t length, uint32_t expected, int64_t deadline) {
 /// Connects, authenticates, names itself and, once the server has answered that (pipewire-pulse
 /// knows the server's streams only from then on), sets every remembered stream back; waits for
 /// the server's answers, so that nothing is cut short when it hangs up. At most GIVE_UP_MS.
-static void put_back(const struct sockaddr_un *address, const uint8_t *cookie) {
+/// 1 when every command was answered.
+static int put_back(const struct sockaddr_un *address, const uint8_t *cookie) {
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0) return;
+    if (s < 0) return 0;
     int64_t deadline = now_ms() + GIVE_UP_MS;
     // A UNIX socket connects at once, or says EAGAIN while the server's backlog is full.
     while (connect(s, (const struct sockaddr *)address, sizeof *address) < 0) {
         if ((errno != EAGAIN && errno != EINTR) || now_ms() >= deadline) {
             close(s);
-            return;
+            return 0;
         }
         poll(NULL, 0, 10);
     }
@@ -184,6 +185,7 @@ static void put_back(const struct sockaddr_un *address, const uint8_t *cookie) {
     q += sizeof name;
     *q++ = 'N';
     p = end_packet(p, q);
+    int ok = 0;
     if (!exchange(s, (size_t)(p - out), 2, deadline)) goto done;
 
     p = out;
@@ -198,9 +200,10 @@ static void put_back(const struct sockaddr_un *address, const uint8_t *cookie) {
         }
         p = end_packet(p, q);
     }
-    exchange(s, (size_t)(p - out), (uint32_t)table_count, deadline);
+    ok = exchange(s, (size_t)(p - out), (uint32_t)table_count, deadline);
 done:
     close(s);
+    return ok;
 }
 
 static void remember(const struct guard_record *r) {
@@ -243,7 +246,10 @@ static void guard_main(int read_fd, const struct sockaddr_un *address, const uin
 
     // Nothing of the parent's stays open here: above all not its connection to the server,
     // which must end when the parent does.
-    if ((read_fd > 0 && syscall(SYS_close_range, 0u, (unsigned)read_fd - 1u, 0u) < 0) || syscall(SYS_close_range, (unsigned)read_fd + 1u, ~0u, 0u) < 0) {
+#ifdef SYS_close_range
+    if ((read_fd > 0 && syscall(SYS_close_range, 0u, (unsigned)read_fd - 1u, 0u) < 0) || syscall(SYS_close_range, (unsigned)read_fd + 1u, ~0u, 0u) < 0)
+#endif
+    {
         for (int fd = 0; fd < 65536; fd++) {
             if (fd != read_fd) close(fd);
         }
@@ -260,8 +266,9 @@ static void guard_main(int read_fd, const struct sockaddr_un *address, const uin
         have = 0;
         if (record.op == OP_REMEMBER) remember(&record);
         else if (record.op == OP_FORGET) forget(record.index);
+        else if (record.op == OP_DONE) break;  // as good as the end (a forked copy may hold the other end)
     }
-    if (table_count > 0) put_back(address, cookie);
+    if (table_count > 0 && !put_back(address, cookie)) _exit(1);
     _exit(0);
 }
 
@@ -332,10 +339,14 @@ int openavf_duck_guard_forget(int write_fd, uint32_t index) {
 }
 
 int openavf_duck_guard_finish(int write_fd, pid_t pid) {
+    struct guard_record done;
+    memset(&done, 0, sizeof done);
+    done.op = OP_DONE;
+    send_record(write_fd, &done);
     close(write_fd);
     int status;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) return -1;
     }
-    return 0;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }

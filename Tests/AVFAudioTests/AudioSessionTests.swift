@@ -402,9 +402,13 @@ extension AudioSessionServerTests {
         let routeChanges = NSLock()
         nonisolated(unsafe) var changes: [(before: [String], after: [String])] = []
         let observer = NotificationCenter.default.addObserver(forName: AVAudioSession.routeChangeNotification, object: nil, queue: nil) { note in
-            let before = (note.userInfo?[AVAudioSessionRouteChangePreviousRouteKey] as? AVAudioSessionRouteDescription).map { ($0.outputs + $0.inputs).map(\.uid) } ?? []
-            let after = AVAudioSession.sharedInstance().currentRoute
-            routeChanges.withLock { changes.append((before, (after.outputs + after.inputs).map(\.uid))) }
+            // Each port as uid, name and type: a route change must change one of them.
+            func ports(_ route: AVAudioSessionRouteDescription?) -> [String] {
+                guard let route else { return [] }
+                return (route.outputs + route.inputs).map { "\($0.uid)|\($0.portName)|\($0.portType.rawValue)" }
+            }
+            let before = ports(note.userInfo?[AVAudioSessionRouteChangePreviousRouteKey] as? AVAudioSessionRouteDescription)
+            routeChanges.withLock { changes.append((before, ports(AVAudioSession.sharedInstance().currentRoute))) }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
         let routeBefore = AVAudioSession.sharedInstance().currentRoute
