@@ -56,20 +56,22 @@ extension PulseBackend {
             endVolumeDucking()
             return
         }
-        let byModule = duckingByModule.withLock { known -> Bool in
-            if let known { return known }
+        // Asked once per connection; the module is made sure of again (someone may have unloaded
+        // it) each time a trigger stream opens, except right after that first answer.
+        let (byModule, justChecked) = duckingByModule.withLock { known -> (Bool, Bool) in
+            if let known { return (known, false) }
             do throws(HALError) {
                 try ensureDuckingModule()
                 known = true
             } catch {
                 known = false
             }
-            return known!
+            return (known!, true)
         }
         let result = duckTrigger.withLock { s -> Result<Void, HALError> in
             if s != nil { return .success(()) }
             do throws(HALError) {
-                if byModule { try ensureDuckingModule() }
+                if byModule && !justChecked { try ensureDuckingModule() }
                 var request = HALStreamRequest(
                     format: HALStreamFormat(sampleRate: 48000, channels: 1), bufferDuration: 0.5, name: "duck others", startCorked: false,
                     device: device)

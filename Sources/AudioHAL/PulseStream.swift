@@ -130,18 +130,23 @@ final class PulseStream: HALStream, @unchecked Sendable {
         let bytes = UInt32(Double(frameBytes) * (request.bufferDuration * request.format.sampleRate).rounded(.up))
         var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
         if isPlayback { attr.tlength = bytes } else { attr.fragsize = bytes }
-        // pipewire-pulse runs a capture stream's graph at the largest power-of-two cycle within
-        // its fragment and delivers whole cycles: a 30 ms fragment made 1024-frame (21.3 ms)
-        // deliveries, and 30 ms buffers came after 21 and 42 ms by turns. Fragments of at most
-        // 10 ms there (256-frame cycles) keep the buffers' completions within a few ms of their
-        // duration, as PulseAudio's fragments of the buffer's size do.
-        // pipewire-pulse holds an uncorked stream until its buffer reaches the prebuffer (two thirds
-        // of it), and asks for more only as the graph plays it: a stream that is a little short
-        // when uncorked never starts. The queue corks and uncorks its stream itself (prebuf 0: the
-        // server starts on uncork and never stops on an underrun), as PulseAudio's manual control.
-        if isPlayback && backend.isPipeWire { attr.prebuf = 0 }
-        if !isPlayback && backend.isPipeWire {
-            attr.fragsize = min(bytes, UInt32(Double(frameBytes) * (0.01 * request.format.sampleRate).rounded(.up)))
+        if backend.isPipeWire {
+            if isPlayback {
+                // pipewire-pulse holds an uncorked stream until its buffer reaches the prebuffer
+                // (two thirds of it), and asks for more only as the graph plays it: a stream a
+                // little short when uncorked never starts. The queue corks and uncorks its stream
+                // itself (prebuf 0: the server starts on uncork and never stops on an underrun),
+                // as PulseAudio's manual control.
+                attr.prebuf = 0
+            } else {
+                // pipewire-pulse runs a capture stream's graph at the largest power-of-two cycle
+                // within its fragment and delivers whole cycles: a 30 ms fragment made 1024-frame
+                // (21.3 ms) deliveries, and 30 ms buffers came after 21 and 42 ms by turns.
+                // Fragments of at most 10 ms (256-frame cycles) keep the buffers' completions
+                // within a few ms of their duration, as PulseAudio's fragments of the buffer's
+                // size do.
+                attr.fragsize = min(bytes, UInt32(Double(frameBytes) * (0.01 * request.format.sampleRate).rounded(.up)))
+            }
         }
         // A long playback buffer (a music player's) is refilled in halves rather than the server's
         // default quarters: half the wakeups, and still half the buffer in hand when asked.

@@ -412,23 +412,7 @@ extension AudioSessionServerTests {
         }
         defer { NotificationCenter.default.removeObserver(observer) }
         let routeBefore = AVAudioSession.sharedInstance().currentRoute
-        let old = TonePlayer()
-        try old.start()
-        let killed = Date()
-        server.crash()
-        XCTAssertTrue(waitUntil(timeout: 1) { !lost.all.isEmpty }, "no lost notification within 1 s")
-        print("media services lost after \(Date().timeIntervalSince(killed)) s")
-        let restarted = Date()
-        try server.restart()
-        XCTAssertTrue(waitUntil(timeout: 5) { !reset.all.isEmpty }, "no reset notification within 5 s of the restart")
-        print("media services reset \(reset.all.first.map { $0.time.timeIntervalSince(restarted) } ?? -1) s after the restart began")
-        // The old queue's stream died with the server: its calls return, they do not crash.
-        _ = AudioQueuePause(old.queue!)
-        _ = AudioQueueStart(old.queue!, nil)
-        old.stop()
-        // A new player plays on the new server.
-        _ = try playTone()
-        try assertToneOnSpeaker(server, "a new player plays after the reset")
+        try assertLostAndReset(server, lost: lost, reset: reset, what: "the server", crash: server.crash, restart: { try server.restart() })
         // The server came back with the same devices: the route is what it was, and no route
         // change was posted for a route that never really changed, nor with an empty route.
         let routeAfter = AVAudioSession.sharedInstance().currentRoute
@@ -452,16 +436,29 @@ extension AudioSessionServerTests {
         try activateSession(.playback)
         let lost = NotificationLog(AVAudioSession.mediaServicesWereLostNotification)
         let reset = NotificationLog(AVAudioSession.mediaServicesWereResetNotification)
+        try assertLostAndReset(
+            server, lost: lost, reset: reset, what: "pipewire-pulse", crash: server.crashPulseInterface, restart: { try server.restartPulseInterface() })
+    }
+
+    /// With a queue playing, `crash` the server (or part of it): media services lost within 1 s;
+    /// `restart` it: reset within 5 s. The old queue's calls return without crashing, and a new
+    /// player plays on the server that came back.
+    func assertLostAndReset(
+        _ server: PrivatePulseServer, lost: NotificationLog, reset: NotificationLog, what: String, crash: () -> Void, restart: () throws -> Void
+    ) throws {
         let old = TonePlayer()
         try old.start()
         let killed = Date()
-        server.crashPulseInterface()
+        crash()
         XCTAssertTrue(waitUntil(timeout: 1) { !lost.all.isEmpty }, "no lost notification within 1 s")
-        print("pipewire-pulse killed: media services lost after \(Date().timeIntervalSince(killed)) s")
+        print("\(what) killed: media services lost after \(Date().timeIntervalSince(killed)) s")
         let restarted = Date()
-        try server.restartPulseInterface()
+        try restart()
         XCTAssertTrue(waitUntil(timeout: 5) { !reset.all.isEmpty }, "no reset notification within 5 s of the restart")
-        print("media services reset \(reset.all.first.map { $0.time.timeIntervalSince(restarted) } ?? -1) s after pipewire-pulse's restart began")
+        print("media services reset \(reset.all.first.map { $0.time.timeIntervalSince(restarted) } ?? -1) s after \(what)'s restart began")
+        // The old queue's stream died with the server: its calls return, they do not crash.
+        _ = AudioQueuePause(old.queue!)
+        _ = AudioQueueStart(old.queue!, nil)
         old.stop()
         _ = try playTone()
         try assertToneOnSpeaker(server, "a new player plays after the reset")
