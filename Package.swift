@@ -50,11 +50,13 @@ let package = Package(
         .target(name: "AudioHAL", dependencies: ["CoreAudioTypes", "CPulseAudio", "CDuckGuard"], swiftSettings: strict),
         // FFmpeg: demux/decode, encode/mux, resample.
         .target(name: "AudioCodecs", dependencies: ["CoreAudioTypes", "CFFmpeg", "CSonic"], swiftSettings: strict),
+        // The DSP that audio units and engine nodes share: filters, delay lines, sample rings.
+        .target(name: "AudioGraph", swiftSettings: strict),
         // The device API: AudioObject properties and listeners, IOProcs (re-exports CoreAudioTypes).
         .target(name: "CoreAudio", dependencies: ["CoreAudioTypes", "CCoreAudio", "AudioHAL"], swiftSettings: strict),
         // Apple's C-style API with Swift signatures (re-exports CoreAudio).
         .target(
-            name: "AudioToolbox", dependencies: ["CoreAudioTypes", "CoreAudio", "CAudioQueueTypes", "AudioHAL", "AudioCodecs"],
+            name: "AudioToolbox", dependencies: ["CoreAudioTypes", "CoreAudio", "CAudioQueueTypes", "AudioHAL", "AudioCodecs", "AudioGraph"],
             swiftSettings: strict),
         .target(name: "AVFAudio", dependencies: ["AudioToolbox", "AudioCodecs"], swiftSettings: strict),
         .target(name: "AVFoundation", dependencies: ["AVFAudio"], swiftSettings: strict),

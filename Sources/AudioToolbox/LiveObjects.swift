@@ -8,6 +8,8 @@ enum ObjectKind: UInt, Sendable {
     case audioFile = 3
     case extAudioFile = 4
     case audioConverter = 5
+    case audioUnit = 6
+    case audioComponent = 7
 }
 
 /// A process-wide serial: every reference handed out takes the next one, so no two objects ever

@@ -4,6 +4,7 @@
 #define OPENAVF_CAUDIOQUEUETYPES_H
 #include <stdint.h>
 #include "CCoreAudioTypes.h"
+#include "CAudioUnitTypes.h"
 
 // Nullability as Apple's header gives it: the audio data is always there, user data and packet
 // descriptions may be absent.

@@ -1,0 +1,554 @@
+import AudioGraph
+import AudioHAL
+import CAudioQueueTypes
+import CoreAudio
+import CoreAudioTypes
+import Dispatch
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Apple's I/O units: `RemoteIO` (iOS), `HALOutput`, `DefaultOutput` and `SystemOutput` (macOS).
+///
+/// Element 0 plays: its input scope is the client's format (what the render callback or the
+/// connected unit produces), its output scope the device's. Element 1 records (RemoteIO and
+/// HALOutput, once `kAudioOutputUnitProperty_EnableIO` turns it on): its input scope is the
+/// device's format, its output scope the client's, read by `AudioUnitRender` on bus 1.
+///
+/// Each direction is a stream of the sound server opened at the client's rate and channel count
+/// (the server resamples and remaps; the unit converts only the sample type and interleaving) on
+/// a real-time thread of its own, so a callback that blocks stalls this unit only. Render
+/// callbacks are called with slices of the I/O buffer size: the audio session's preferred I/O
+/// buffer duration when one is set, else 512 frames (a Mac's default), at most
+/// `kAudioUnitProperty_MaximumFramesPerSlice`; the server holds two slices ahead.
+///
+/// The input callback (`kAudioOutputUnitProperty_SetInputCallback`) is called on the recording
+/// stream's thread as each slice arrives; `AudioUnitRender` on bus 1 reads the oldest slice not
+/// yet read, from whichever thread asks (ask from one thread: the input callback's, or the render
+/// callback's for play-through). Play-through keeps at most two slices of input waiting, so the
+/// output follows the input as closely as the two streams allow.
+///
+/// `SystemOutput` plays where `DefaultOutput` does: the server has one default output, and the
+/// alert sounds' place is the server's sample cache (`AudioServicesPlaySystemSound`).
+final class IOUnit: AudioUnitObject, @unchecked Sendable {
+    let hasInput: Bool
+    private var outputEnabled = true
+    private var inputEnabled = false
+    /// The device chosen through `kAudioOutputUnitProperty_CurrentDevice` (server names), or nil.
+    private var outputDevice: String?
+    private var inputDevice: String?
+    private let inputCallback = UnitInput()
+    private var player: Player?
+    private var recorder: Recorder?
+    private var playStream: (any HALStream)?
+    private var recordStream: (any HALStream)?
+    private let running = Atomic<Bool>(false)
+    /// Captured audio, float interleaved at the client's input rate and channels. Written by the
+    /// recording thread, read by bus 1's renders.
+    private var inputRing: SampleRing?
+    private var inputScratch = UnsafeMutablePointer<Float>.allocate(capacity: 1)
+    private var sliceFrames = 512
+
+    init(component: AudioComponentEntry, hasInput: Bool) {
+        self.hasInput = hasInput
+        let output = (try? AudioSystem.current.backend().outputDevice(named: nil)) ?? nil
+        let input = hasInput ? (try? AudioSystem.current.backend().inputDevice(named: nil)) ?? nil : nil
+        let outRate = output?.sampleRate ?? 48000, inRate = input?.sampleRate ?? outRate
+        let hardwareOut = Self.canonical(sampleRate: outRate, channels: output?.channels ?? 2)
+        let hardwareIn = Self.canonical(sampleRate: inRate, channels: input?.channels ?? 1)
+        super.init(component: component, inputs: hasInput ? 2 : 1, outputs: hasInput ? 2 : 1, format: hardwareOut, parameters: [])
+        inputFormats[0] = Self.canonical(sampleRate: outRate, channels: 2)
+        if hasInput {
+            inputFormats[1] = hardwareIn
+            outputFormats[1] = hardwareIn
+        }
+    }
+
+    deinit { inputScratch.deallocate() }
+
+    // MARK: Formats
+
+    /// Client sides take any packed linear PCM of 16- or 32-bit integers or 32-bit floats,
+    /// interleaved or not, native-endian, 1–16 channels; the device sides are the server's.
+    override func accepts(_ f: AudioStreamBasicDescription, scope: AudioUnitScope, element: AudioUnitElement) -> Bool {
+        PCMShape(f) != nil
+    }
+
+    override func formatWritable(scope: AudioUnitScope, element: AudioUnitElement) -> Bool {
+        (scope == kAudioUnitScope_Input && element == 0) || (scope == kAudioUnitScope_Output && element == 1)
+    }
+
+    override func setFormat(_ format: AudioStreamBasicDescription, scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
+        guard formatWritable(scope: scope, element: element) else { return kAudioUnitErr_PropertyNotWritable }
+        guard !running.load(ordering: .relaxed) else { return kAudioUnitErr_Initialized }
+        guard accepts(format, scope: scope, element: element) else { return kAudioUnitErr_FormatNotSupported }
+        if scope == kAudioUnitScope_Input { inputFormats[0] = format } else { outputFormats[1] = format }
+        return noErr
+    }
+
+    // MARK: Properties
+
+    override func propertyInfo(_ id: AudioUnitPropertyID, scope: AudioUnitScope, element: AudioUnitElement) -> (size: Int, writable: Bool)? {
+        switch id {
+        case kAudioOutputUnitProperty_EnableIO, kAudioOutputUnitProperty_HasIO:
+            guard element == 0 || (element == 1 && hasInput) else { return nil }
+            return (4, id == kAudioOutputUnitProperty_EnableIO && hasInput)
+        case kAudioOutputUnitProperty_SetInputCallback:
+            return hasInput ? (MemoryLayout<AURenderCallbackStruct>.size, true) : nil
+        case kAudioOutputUnitProperty_CurrentDevice:
+            return (4, true)
+        case kAudioOutputUnitProperty_IsRunning:
+            return (4, false)
+        case kAudioUnitProperty_MakeConnection, kAudioUnitProperty_SetRenderCallback:
+            return scope == kAudioUnitScope_Input && element == 0 ? super.propertyInfo(id, scope: scope, element: element) : nil
+        default:
+            return super.propertyInfo(id, scope: scope, element: element)
+        }
+    }
+
+    override func getProperty(_ id: AudioUnitPropertyID, scope: AudioUnitScope, element: AudioUnitElement) -> Result<[UInt8], StatusError> {
+        switch id {
+        case kAudioOutputUnitProperty_EnableIO, kAudioOutputUnitProperty_HasIO:
+            guard element == 0 || (element == 1 && hasInput) else { return .failure(StatusError(kAudioUnitErr_InvalidElement)) }
+            let on = id == kAudioOutputUnitProperty_HasIO ? true : element == 0 ? outputEnabled : inputEnabled
+            return .success(bytes(of: UInt32(on ? 1 : 0)))
+        case kAudioOutputUnitProperty_IsRunning:
+            return .success(bytes(of: UInt32(running.load(ordering: .relaxed) ? 1 : 0)))
+        case kAudioOutputUnitProperty_CurrentDevice:
+            let input = hasInput && !outputEnabled && inputEnabled
+            return .success(bytes(of: Self.deviceID(named: input ? inputDevice : outputDevice, input: input)))
+        case kAudioOutputUnitProperty_SetInputCallback:
+            return .failure(StatusError(kAudioUnitErr_InvalidProperty))
+        case kAudioUnitProperty_Latency:
+            // What the server holds ahead of the device, as Apple reports the device's latency.
+            return .success(bytes(of: playStream?.grantedBufferDuration ?? 0))
+        default:
+            return super.getProperty(id, scope: scope, element: element)
+        }
+    }
+
+    override func setProperty(_ id: AudioUnitPropertyID, scope: AudioUnitScope, element: AudioUnitElement, data: UnsafeRawPointer?, size: UInt32) -> OSStatus {
+        switch id {
+        case kAudioOutputUnitProperty_EnableIO:
+            guard element == 0 || (element == 1 && hasInput) else { return kAudioUnitErr_InvalidElement }
+            guard hasInput else { return kAudioUnitErr_PropertyNotWritable }
+            guard let v = PropertyData.load(UInt32.self, from: data, size: size) else { return kAudio_ParamError }
+            guard !isInitialized else { return kAudioUnitErr_Initialized }
+            if element == 0 { outputEnabled = v != 0 } else { inputEnabled = v != 0 }
+            return noErr
+        case kAudioOutputUnitProperty_SetInputCallback:
+            guard hasInput else { return kAudioUnitErr_InvalidProperty }
+            guard let cb = PropertyData.load(AURenderCallbackStruct.self, from: data, size: size) else { return kAudio_ParamError }
+            inputCallback.setSource(cb.inputProc.map { .callback($0, cb.inputProcRefCon) } ?? .none)
+            return noErr
+        case kAudioOutputUnitProperty_CurrentDevice:
+            guard let id = PropertyData.load(UInt32.self, from: data, size: size) else { return kAudio_ParamError }
+            guard !running.load(ordering: .relaxed) else { return kAudioUnitErr_CannotDoInCurrentContext }
+            guard let (name, isOutput) = Self.device(id) else { return kAudioOutputUnitErr_InvalidDevice }
+            if isOutput { outputDevice = name } else { inputDevice = name }
+            return noErr
+        case kAudioUnitProperty_MakeConnection, kAudioUnitProperty_SetRenderCallback:
+            guard scope == kAudioUnitScope_Input, element == 0 else { return kAudioUnitErr_InvalidElement }
+            return super.setProperty(id, scope: scope, element: element, data: data, size: size)
+        default:
+            return super.setProperty(id, scope: scope, element: element, data: data, size: size)
+        }
+    }
+
+    /// The CoreAudio ID of the device of that server name (the default when nil), 0 when none.
+    static func deviceID(named name: String?, input: Bool) -> AudioObjectID {
+        var address = AudioObjectPropertyAddress(
+            mSelector: input ? kAudioHardwarePropertyDefaultInputDevice : kAudioHardwarePropertyDefaultOutputDevice,
+            mScope: kAudioObjectPropertyScopeGlobal, mElement: kAudioObjectPropertyElementMain)
+        var id = AudioObjectID(0)
+        var size = UInt32(4)
+        if let name {
+            var uid: CFString = name as CFString
+            var translation = AudioValueTranslation(
+                mInputData: withUnsafeMutablePointer(to: &uid) { UnsafeMutableRawPointer($0) }, mInputDataSize: UInt32(MemoryLayout<CFString>.size),
+                mOutputData: withUnsafeMutablePointer(to: &id) { UnsafeMutableRawPointer($0) }, mOutputDataSize: 4)
+            address.mSelector = kAudioHardwarePropertyTranslateUIDToDevice
+            size = UInt32(MemoryLayout<AudioValueTranslation>.size)
+            _ = withExtendedLifetime(uid) { AudioObjectGetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, 0, nil, &size, &translation) }
+            return id
+        }
+        _ = AudioObjectGetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, 0, nil, &size, &id)
+        return id
+    }
+
+    /// The server name of CoreAudio device `id`, and whether it plays; nil for no such device.
+    static func device(_ id: AudioObjectID) -> (String, Bool)? {
+        var address = AudioObjectPropertyAddress(
+            mSelector: kAudioDevicePropertyDeviceUID, mScope: kAudioObjectPropertyScopeGlobal, mElement: kAudioObjectPropertyElementMain)
+        var uid: Unmanaged<CFString>?
+        var size = UInt32(MemoryLayout<Unmanaged<CFString>?>.size)
+        guard AudioObjectGetPropertyData(id, &address, 0, nil, &size, &uid) == noErr, let name = uid?.takeRetainedValue() as String? else { return nil }
+        address = AudioObjectPropertyAddress(
+            mSelector: kAudioDevicePropertyStreams, mScope: kAudioObjectPropertyScopeOutput, mElement: kAudioObjectPropertyElementMain)
+        var streamsSize = UInt32(0)
+        _ = AudioObjectGetPropertyDataSize(id, &address, 0, nil, &streamsSize)
+        return (name, streamsSize > 0)
+    }
+
+    // MARK: Running
+
+    override func initialize() -> OSStatus {
+        guard outputEnabled || inputEnabled else { return kAudioUnitErr_FailedInitialization }
+        let rate = outputEnabled ? inputFormats[0].mSampleRate : outputFormats[1].mSampleRate
+        let duration = AudioSessionHost.preferredIOBufferDuration ?? 512 / 48000
+        sliceFrames = max(16, min(Int(maximumFramesPerSlice), Int((duration * rate).rounded())))
+        return super.initialize()
+    }
+
+    func start() -> OSStatus {
+        lock.withLock { _ in
+            guard isInitialized else { return kAudioUnitErr_Uninitialized }
+            guard !running.load(ordering: .relaxed) else { return noErr }
+            do throws(HALError) {
+                let backend = try AudioSystem.current.backend()
+                if inputEnabled {
+                    let f = outputFormats[1]
+                    let channels = Int(f.mChannelsPerFrame)
+                    let ring = SampleRing(capacity: sliceFrames * channels * 8)
+                    inputRing = ring
+                    inputScratch.deallocate()
+                    inputScratch = .allocate(capacity: sliceFrames * channels)
+                    inputScratch.initialize(repeating: 0, count: sliceFrames * channels)
+                    let recorder = Recorder(unit: self, channels: channels, slice: sliceFrames, rate: f.mSampleRate)
+                    let use = AudioSessionHost.streamUse(output: false)
+                    var request = HALStreamRequest(
+                        format: HALStreamFormat(sampleRate: f.mSampleRate, channels: channels), bufferDuration: Double(sliceFrames) / f.mSampleRate,
+                        name: "AudioUnit input", purpose: use?.purpose, startCorked: false, device: inputDevice ?? AudioSessionHost.routing.input)
+                    request.echoCancellation = use?.echoCancellation ?? false
+                    request.ownThread = true
+                    self.recorder = recorder
+                    recordStream = try backend.openInput(request, sink: recorder)
+                }
+                if outputEnabled {
+                    let f = inputFormats[0]
+                    let player = Player(unit: self, format: f, slice: sliceFrames)
+                    let use = AudioSessionHost.streamUse(output: true)
+                    var request = HALStreamRequest(
+                        format: HALStreamFormat(sampleRate: f.mSampleRate, channels: Int(f.mChannelsPerFrame)),
+                        bufferDuration: 2 * Double(sliceFrames) / f.mSampleRate, name: "AudioUnit output", purpose: use?.purpose ?? .media,
+                        startCorked: false, device: outputDevice ?? AudioSessionHost.routing.output)
+                    request.echoCancellation = use?.echoCancellation ?? false
+                    request.ownThread = true
+                    self.player = player
+                    playStream = try backend.openOutput(request, source: player)
+                }
+            } catch {
+                closeStreams()
+                return kAudioUnitErr_FailedInitialization
+            }
+            running.store(true, ordering: .releasing)
+            return noErr
+        }
+    }
+
+    func stop() -> OSStatus {
+        let onRenderThread = (player?.isRenderThread ?? false) || (recorder?.isRenderThread ?? false)
+        let streams: [any HALStream] = lock.withLock { _ in
+            guard running.exchange(false, ordering: .acquiringAndReleasing) else { return [] }
+            defer {
+                playStream = nil
+                recordStream = nil
+            }
+            return [playStream, recordStream].compactMap { $0 }
+        }
+        if onRenderThread {
+            // A callback stopping its own unit: the thread cannot end itself; a helper closes it.
+            let boxed = StreamsToClose(streams: streams)
+            DispatchQueue.global().async { for s in boxed.streams { s.close() } }
+        } else {
+            for s in streams { s.close() }
+        }
+        return noErr
+    }
+
+    private func closeStreams() {
+        playStream?.close()
+        recordStream?.close()
+        playStream = nil
+        recordStream = nil
+    }
+
+    override func uninitialize() {
+        if running.load(ordering: .relaxed) {
+            running.store(false, ordering: .relaxed)
+            closeStreams()
+        }
+        super.uninitialize()
+    }
+
+    override func dispose() {
+        _ = stop()
+        super.dispose()
+    }
+
+    // MARK: Bus 1: the captured input
+
+    override func renderStatus(bus: UInt32) -> OSStatus? {
+        guard bus == 1, hasInput else { return bus == 0 ? kAudioUnitErr_InvalidElement : nil }
+        return inputRing == nil ? kAudioUnitErr_CannotDoInCurrentContext : noErr
+    }
+
+    override func renderOutput(
+        flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
+        output: UnsafeMutablePointer<AudioBufferList>
+    ) -> OSStatus {
+        guard let ring = inputRing, let shape = recorder?.shape else { return kAudioUnitErr_CannotDoInCurrentContext }
+        let channels = shape.channels
+        let wanted = min(frames, sliceFrames) * channels
+        let got = ring.read(into: inputScratch, count: wanted)
+        if got < wanted { (inputScratch + got).update(repeating: 0, count: wanted - got) }
+        if frames > sliceFrames { flags.pointee.insert(.unitRenderAction_OutputIsSilence) }
+        shape.write(from: inputScratch, frames: min(frames, sliceFrames), to: output)
+        return noErr
+    }
+
+    // MARK: The streams' clients (real-time threads)
+
+    /// Plays element 0: pulls the render callback or connected unit a slice at a time and hands
+    /// the server what it asks for.
+    final class Player: HALStreamClient, @unchecked Sendable {
+        private let unit: Unmanaged<IOUnit>
+        private let shape: PCMShape
+        private let slice: Int
+        private let channels: Int
+        private let rate: Double
+        private let carry: UnsafeMutablePointer<Float>
+        private var carryFrames = 0, carryOffset = 0
+        private let clientStorage: UnsafeMutableRawPointer
+        private let list: UnsafeMutableAudioBufferListPointer
+        private let stamp = UnsafeMutablePointer<AudioTimeStamp>.allocate(capacity: 1)
+        private let flags = UnsafeMutablePointer<AudioUnitRenderActionFlags>.allocate(capacity: 1)
+        private var sampleTime = 0.0
+        private let thread = Atomic<UInt>(0)
+        private let validFlags: AudioTimeStampFlags = [.sampleTimeValid, .hostTimeValid, .rateScalarValid]
+
+        init(unit: IOUnit, format: AudioStreamBasicDescription, slice: Int) {
+            self.unit = .passUnretained(unit)
+            shape = PCMShape(format)!
+            self.slice = slice
+            channels = shape.channels
+            rate = format.mSampleRate
+            carry = .allocate(capacity: slice * channels)
+            carry.initialize(repeating: 0, count: slice * channels)
+            clientStorage = .allocate(byteCount: slice * channels * 4, alignment: 16)
+            clientStorage.initializeMemory(as: UInt8.self, repeating: 0, count: slice * channels * 4)
+            list = AudioBufferList.allocate(maximumBuffers: max(channels, 1))
+            stamp.initialize(to: AudioTimeStamp())
+            flags.initialize(to: [])
+            super.init()
+        }
+
+        deinit {
+            carry.deallocate()
+            clientStorage.deallocate()
+            list.unsafeMutablePointer.deallocate()
+            stamp.deallocate()
+            flags.deallocate()
+        }
+
+        var isRenderThread: Bool { thread.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+        override func render(_ output: UnsafeMutablePointer<Float>, frames count: Int, time: HALRenderTime) -> Int {
+            thread.store(UInt(pthread_self()), ordering: .relaxed)
+            var done = 0
+            while done < count {
+                if carryFrames == 0 {
+                    renderSlice(hostTime: time.hostTime + UInt64(Double(done) * 1e9 / rate))
+                    carryFrames = slice
+                    carryOffset = 0
+                }
+                let n = min(carryFrames, count - done)
+                (output + done * channels).update(from: carry + carryOffset * channels, count: n * channels)
+                carryFrames -= n
+                carryOffset += n
+                done += n
+            }
+            return count
+        }
+
+        private func renderSlice(hostTime: UInt64) {
+            shape.prepare(list, storage: clientStorage, frames: slice)
+            stamp.pointee = AudioTimeStamp(
+                mSampleTime: sampleTime, mHostTime: hostTime, mRateScalar: 1, mWordClockTime: 0, mSMPTETime: SMPTETime(), mFlags: validFlags,
+                mReserved: 0)
+            flags.pointee = []
+            let status = unit._withUnsafeGuaranteedRef { $0.pull(input: 0, flags: flags, time: stamp, frames: slice, into: list.unsafeMutablePointer) }
+            if status == noErr && !flags.pointee.contains(.unitRenderAction_OutputIsSilence) {
+                shape.read(list, frames: slice, into: carry)
+            } else {
+                carry.update(repeating: 0, count: slice * channels)
+            }
+            sampleTime += Double(slice)
+        }
+    }
+
+    /// Records element 1: gathers what the server hands over into slices, keeps them for bus 1's
+    /// renders and calls the input callback for each.
+    final class Recorder: HALStreamClient, @unchecked Sendable {
+        private let unit: Unmanaged<IOUnit>
+        let shape: PCMShape
+        private let channels: Int
+        private let slice: Int
+        private let rate: Double
+        private var gathered = 0
+        private var sliceHostTime: UInt64 = 0
+        private var sampleTime = 0.0
+        private let stamp = UnsafeMutablePointer<AudioTimeStamp>.allocate(capacity: 1)
+        private let flags = UnsafeMutablePointer<AudioUnitRenderActionFlags>.allocate(capacity: 1)
+        private let thread = Atomic<UInt>(0)
+        private let validFlags: AudioTimeStampFlags = [.sampleTimeValid, .hostTimeValid, .rateScalarValid]
+
+        init(unit: IOUnit, channels: Int, slice: Int, rate: Double) {
+            self.unit = .passUnretained(unit)
+            shape = PCMShape(unit.outputFormats[1])!
+            self.channels = channels
+            self.slice = slice
+            self.rate = rate
+            stamp.initialize(to: AudioTimeStamp())
+            flags.initialize(to: [])
+            super.init()
+        }
+
+        deinit {
+            stamp.deallocate()
+            flags.deallocate()
+        }
+
+        var isRenderThread: Bool { thread.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+        override func capture(_ input: UnsafePointer<Float>, frames count: Int, time: HALRenderTime) {
+            thread.store(UInt(pthread_self()), ordering: .relaxed)
+            unit._withUnsafeGuaranteedRef { unit in
+                guard let ring = unit.inputRing else { return }
+                var done = 0
+                while done < count {
+                    if gathered == 0 { sliceHostTime = time.hostTime + UInt64(Double(done) * 1e9 / rate) }
+                    let n = min(slice - gathered, count - done)
+                    ring.write(input + done * channels, count: n * channels)
+                    gathered += n
+                    done += n
+                    guard gathered == slice else { continue }
+                    gathered = 0
+                    stamp.pointee = AudioTimeStamp(
+                        mSampleTime: sampleTime, mHostTime: sliceHostTime, mRateScalar: 1, mWordClockTime: 0, mSMPTETime: SMPTETime(),
+                        mFlags: validFlags, mReserved: 0)
+                    sampleTime += Double(slice)
+                    if case let .callback(proc, refCon) = unit.inputCallback.source() {
+                        flags.pointee = []
+                        _ = proc(refCon ?? UnsafeMutableRawPointer(bitPattern: 1)!, flags, stamp, 1, UInt32(slice), nil)
+                    } else if unit.outputEnabled {
+                        // Play-through: the render side reads; keep no more than two slices waiting.
+                        let excess = ring.available - 2 * slice * channels
+                        if excess > 0 { ring.skip(excess) }
+                    }
+                }
+                // Nobody reads (no callback, no output): keep only the latest slice.
+                if !unit.outputEnabled, case .none = unit.inputCallback.source() {
+                    let excess = ring.available - slice * channels
+                    if excess > 0 { ring.skip(excess) }
+                }
+            }
+        }
+    }
+}
+
+/// Streams handed to a helper thread to close (streams are Sendable; the array crosses once).
+private struct StreamsToClose: @unchecked Sendable {
+    let streams: [any HALStream]
+}
+
+/// What a client's linear PCM looks like, for converting it to and from the server's float
+/// interleaved samples: 16- or 32-bit integers or 32-bit floats, interleaved or not.
+struct PCMShape {
+    enum Sample { case float32, int16, int32 }
+    let sample: Sample
+    let channels: Int
+    let interleaved: Bool
+
+    init?(_ f: AudioStreamBasicDescription) {
+        guard f.mFormatID == kAudioFormatLinearPCM, f.mChannelsPerFrame >= 1, f.mChannelsPerFrame <= 16, f.mSampleRate > 0,
+            f.mSampleRate.isFinite, f.mFormatFlags & kAudioFormatFlagIsBigEndian == 0, f.mFramesPerPacket == 1
+        else { return nil }
+        let isFloat = f.mFormatFlags & kAudioFormatFlagIsFloat != 0
+        switch (isFloat, f.mBitsPerChannel) {
+        case (true, 32): sample = .float32
+        case (false, 16): sample = .int16
+        case (false, 32): sample = .int32
+        default: return nil
+        }
+        channels = Int(f.mChannelsPerFrame)
+        interleaved = f.mFormatFlags & kAudioFormatFlagIsNonInterleaved == 0
+        let bytes = sample == .int16 ? 2 : 4
+        guard f.mBytesPerFrame == UInt32(interleaved ? bytes * channels : bytes) else { return nil }
+        // Integers are signed; the fixed-point (8.24) flavour is not taken.
+        guard isFloat || f.mFormatFlags & kAudioFormatFlagIsSignedInteger != 0 else { return nil }
+        guard isFloat || (f.mFormatFlags >> kLinearPCMFormatFlagsSampleFractionShift) & 0x3F == 0 else { return nil }
+    }
+
+    var bytesPerSample: Int { sample == .int16 ? 2 : 4 }
+
+    /// Points `list` at `storage` for `frames` frames of this shape.
+    func prepare(_ list: UnsafeMutableAudioBufferListPointer, storage: UnsafeMutableRawPointer, frames: Int) {
+        let buffers = interleaved ? 1 : channels
+        list.unsafeMutablePointer.pointee.mNumberBuffers = UInt32(buffers)
+        let size = frames * bytesPerSample * (interleaved ? channels : 1)
+        for b in 0..<buffers {
+            list[b] = AudioBuffer(mNumberChannels: UInt32(interleaved ? channels : 1), mDataByteSize: UInt32(size), mData: storage + b * size)
+        }
+    }
+
+    /// Float interleaved samples from `list` (the client's), `frames` frames.
+    func read(_ list: UnsafeMutableAudioBufferListPointer, frames: Int, into out: UnsafeMutablePointer<Float>) {
+        for c in 0..<channels {
+            let b = interleaved ? 0 : c
+            guard b < list.count, let data = list[b].mData else {
+                for i in 0..<frames { out[i * channels + c] = 0 }
+                continue
+            }
+            let step = interleaved ? channels : 1, first = interleaved ? c : 0
+            switch sample {
+            case .float32:
+                let p = data.assumingMemoryBound(to: Float.self)
+                for i in 0..<frames { out[i * channels + c] = p[first + i * step] }
+            case .int16:
+                let p = data.assumingMemoryBound(to: Int16.self)
+                for i in 0..<frames { out[i * channels + c] = Float(p[first + i * step]) / 32768 }
+            case .int32:
+                let p = data.assumingMemoryBound(to: Int32.self)
+                for i in 0..<frames { out[i * channels + c] = Float(Double(p[first + i * step]) / 2147483648) }
+            }
+        }
+    }
+
+    /// Writes float interleaved `samples` into `output` (the client's buffers), `frames` frames.
+    func write(from samples: UnsafePointer<Float>, frames: Int, to output: UnsafeMutablePointer<AudioBufferList>) {
+        let list = UnsafeMutableAudioBufferListPointer(output)
+        for c in 0..<channels {
+            let b = interleaved ? 0 : c
+            guard b < list.count, let data = list[b].mData else { continue }
+            let step = interleaved ? channels : 1, first = interleaved ? c : 0
+            switch sample {
+            case .float32:
+                let p = data.assumingMemoryBound(to: Float.self)
+                for i in 0..<frames { p[first + i * step] = samples[i * channels + c] }
+            case .int16:
+                let p = data.assumingMemoryBound(to: Int16.self)
+                for i in 0..<frames { p[first + i * step] = Int16(max(-32768, min(32767, (samples[i * channels + c] * 32768).rounded()))) }
+            case .int32:
+                let p = data.assumingMemoryBound(to: Int32.self)
+                for i in 0..<frames {
+                    p[first + i * step] = Int32(max(-2147483648, min(2147483647, (Double(samples[i * channels + c]) * 2147483648).rounded())))
+                }
+            }
+        }
+        let size = UInt32(frames * bytesPerSample * (interleaved ? channels : 1))
+        for b in 0..<min(list.count, interleaved ? 1 : channels) { list[b].mDataByteSize = size }
+    }
+}

@@ -1,0 +1,118 @@
+import CAudioQueueTypes
+import CoreAudioTypes
+
+/// Apple's `AUMultiChannelMixer`: inputs (8 until `kAudioUnitProperty_ElementCount` says
+/// otherwise, at most 64) each with a volume (0–1), a pan (−1–1) and an enable, summed into one
+/// output with its own volume. Inputs without a source are silent.
+///
+/// Pan is a balance: centre passes each side at unity (a mono input plays at full level on both
+/// sides), and pan p scales the left by min(1, 1 − p) and the right by min(1, 1 + p), so −1
+/// silences the right side entirely. Inputs must run at the output's sample rate (the unit does
+/// not resample); a mono input is spread to both sides, a stereo one to a mono output is averaged,
+/// other channel counts map channel to channel.
+final class MixerUnit: AudioUnitObject, @unchecked Sendable {
+    static let maximumInputs = 64
+
+    init(component: AudioComponentEntry) {
+        var specs: [ParameterSpec] = []
+        for e in 0..<UInt32(Self.maximumInputs) {
+            specs += [
+                ParameterSpec(id: kMultiChannelMixerParam_Volume, scope: kAudioUnitScope_Input, element: e, minimum: 0, maximum: 1, defaultValue: 1),
+                ParameterSpec(id: kMultiChannelMixerParam_Enable, scope: kAudioUnitScope_Input, element: e, minimum: 0, maximum: 1, defaultValue: 1),
+                ParameterSpec(id: kMultiChannelMixerParam_Pan, scope: kAudioUnitScope_Input, element: e, minimum: -1, maximum: 1, defaultValue: 0),
+            ]
+        }
+        specs.append(ParameterSpec(id: kMultiChannelMixerParam_Volume, scope: kAudioUnitScope_Output, element: 0, minimum: 0, maximum: 1, defaultValue: 1))
+        super.init(
+            component: component, inputs: 8, outputs: 1, format: Self.canonical(sampleRate: 44100, channels: 2), parameters: specs,
+            inputCapacity: Self.maximumInputs)
+    }
+
+    /// Parameters of inputs beyond the element count do not exist.
+    override func parameterIndex(_ id: AudioUnitParameterID, scope: AudioUnitScope, element: AudioUnitElement) -> Result<Int, StatusError> {
+        if scope == kAudioUnitScope_Input && Int(element) >= inputFormats.count { return .failure(StatusError(kAudioUnitErr_InvalidElement)) }
+        return super.parameterIndex(id, scope: scope, element: element)
+    }
+
+    private var renderInputs = 0
+
+    override func initialize() -> OSStatus {
+        let rate = outputFormats[0].mSampleRate
+        guard inputFormats.allSatisfy({ $0.mSampleRate == rate }) else { return kAudioUnitErr_FormatNotSupported }
+        renderInputs = inputFormats.count
+        return super.initialize()
+    }
+
+    override func propertyInfo(_ id: AudioUnitPropertyID, scope: AudioUnitScope, element: AudioUnitElement) -> (size: Int, writable: Bool)? {
+        if id == kAudioUnitProperty_ElementCount && scope == kAudioUnitScope_Input { return (4, true) }
+        return super.propertyInfo(id, scope: scope, element: element)
+    }
+
+    override func setProperty(_ id: AudioUnitPropertyID, scope: AudioUnitScope, element: AudioUnitElement, data: UnsafeRawPointer?, size: UInt32) -> OSStatus {
+        guard id == kAudioUnitProperty_ElementCount else { return super.setProperty(id, scope: scope, element: element, data: data, size: size) }
+        guard scope == kAudioUnitScope_Input else { return kAudioUnitErr_PropertyNotWritable }
+        guard let n = PropertyData.load(UInt32.self, from: data, size: size) else { return kAudio_ParamError }
+        guard !isInitialized else { return kAudioUnitErr_Initialized }
+        guard n >= 1, n <= Self.maximumInputs else { return kAudioUnitErr_InvalidPropertyValue }
+        let format = inputFormats.first ?? outputFormats[0]
+        while inputFormats.count < n { inputFormats.append(format) }
+        while inputFormats.count > n {
+            let input = inputs[inputFormats.count - 1]
+            if let old = input.connected { retired.append(old) }
+            input.connected = nil
+            input.setSource(.none)
+            inputFormats.removeLast()
+        }
+        return noErr
+    }
+
+    /// Both sides may be any channel count up to 16, any rate (the inputs' must match the output's).
+    override func accepts(_ format: AudioStreamBasicDescription, scope: AudioUnitScope, element: AudioUnitElement) -> Bool {
+        Self.isCanonical(format)
+    }
+
+    override func renderOutput(
+        flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
+        output: UnsafeMutablePointer<AudioBufferList>
+    ) -> OSStatus {
+        let out = UnsafeMutableAudioBufferListPointer(output)
+        let outChannels = out.count
+        for c in 0..<outChannels { out[c].mData!.assumingMemoryBound(to: Float.self).update(repeating: 0, count: frames) }
+        var heard = false
+        for i in 0..<renderInputs {
+            let volume = parameters[i * 3], enabled = parameters[i * 3 + 1] >= 0.5, pan = parameters[i * 3 + 2]
+            guard enabled else { continue }
+            guard pull(input: i, flags: flags, time: time, frames: frames) == noErr else { continue }
+            heard = true
+            let input = UnsafeMutableAudioBufferListPointer(inputList(i))
+            let inChannels = input.count
+            func src(_ c: Int) -> UnsafeMutablePointer<Float> { input[c].mData!.assumingMemoryBound(to: Float.self) }
+            func dst(_ c: Int) -> UnsafeMutablePointer<Float> { out[c].mData!.assumingMemoryBound(to: Float.self) }
+            if outChannels == 2 && inChannels <= 2 {
+                let left = volume * min(1, 1 - pan), right = volume * min(1, 1 + pan)
+                let l = src(0), r = src(inChannels == 2 ? 1 : 0), dl = dst(0), dr = dst(1)
+                for k in 0..<frames {
+                    dl[k] += l[k] * left
+                    dr[k] += r[k] * right
+                }
+            } else if outChannels == 1 && inChannels == 2 {
+                let l = src(0), r = src(1), d = dst(0), g = volume * 0.5
+                for k in 0..<frames { d[k] += (l[k] + r[k]) * g }
+            } else {
+                for c in 0..<min(inChannels, outChannels) {
+                    let s = src(c), d = dst(c)
+                    for k in 0..<frames { d[k] += s[k] * volume }
+                }
+            }
+        }
+        let master = parameters[Self.maximumInputs * 3]
+        if master != 1 {
+            for c in 0..<outChannels {
+                let d = out[c].mData!.assumingMemoryBound(to: Float.self)
+                for k in 0..<frames { d[k] *= master }
+            }
+        }
+        if !heard { flags.pointee.insert(.unitRenderAction_OutputIsSilence) }
+        return noErr
+    }
+}
