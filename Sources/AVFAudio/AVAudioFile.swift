@@ -65,6 +65,14 @@ open class AVAudioFile: NSObject, @unchecked Sendable {
             throw statusError(kAudioFileUnsupportedFileTypeError, "cannot tell the file type of \(fileURL.lastPathComponent); set AVAudioFileTypeKey")
         }
         var desc = requested.streamDescription.pointee
+        // Files hold interleaved frames: settings of a non-interleaved format (the engine's
+        // standard format, `node.outputFormat(forBus:).settings`) describe the same samples, as
+        // on Apple's platforms.
+        if desc.mFormatID == kAudioFormatLinearPCM && desc.mFormatFlags & kAudioFormatFlagIsNonInterleaved != 0 {
+            desc.mFormatFlags &= ~kAudioFormatFlagIsNonInterleaved
+            desc.mBytesPerFrame *= desc.mChannelsPerFrame
+            desc.mBytesPerPacket = desc.mBytesPerFrame
+        }
         var ref: ExtAudioFileRef?
         let status = ExtAudioFileCreateWithURL(fileURL as CFURL, type, &desc, requested.channelLayout?.layout, AudioFileFlags.eraseFile.rawValue, &ref)
         guard status == noErr, let ref else { throw statusError(status, "cannot create \(fileURL.path): \(ExtAudioFileLastFailureReason())") }

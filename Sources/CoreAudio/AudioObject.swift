@@ -146,8 +146,10 @@ public func AudioObjectShow(_ inObjectID: AudioObjectID) {
 private func addListener(_ object: AudioObjectID, _ address: UnsafePointer<AudioObjectPropertyAddress>, _ callback: HardwareNotifier.Listener.Callback) -> OSStatus {
     let address = address.pointee
     return status { () throws(PropertyError) in
+        // The first snapshot starts the notification thread, and is what changes are told against:
+        // a listener on the system object alone must start it too.
+        let snapshot = try Hardware.shared.snapshot()
         if object != Hardware.systemObject {
-            let snapshot = try Hardware.shared.snapshot()
             guard snapshot.device(object) != nil || snapshot.device(stream: object) != nil else { throw .badObject }
         }
         HardwareNotifier.shared.add(.init(object: object, address: address, callback: callback))

@@ -4,13 +4,13 @@ public import Foundation
 
 /// A kind of unit this process can make: its description, its name as Apple's reads, and how to
 /// make one. The list holds only what is implemented; a description of anything else finds nothing.
-final class AudioComponentEntry: ReferencedObject, @unchecked Sendable {
-    let ref = newObjectReference(.audioComponent)
+package final class AudioComponentEntry: ReferencedObject, @unchecked Sendable {
+    package let ref = newObjectReference(.audioComponent)
     let description: AudioComponentDescription
     let name: String
     let make: @Sendable (AudioComponentEntry) -> AudioUnitObject
 
-    init(_ type: OSType, _ subType: OSType, _ name: String, make: @escaping @Sendable (AudioComponentEntry) -> AudioUnitObject) {
+    package init(_ type: OSType, _ subType: OSType, _ name: String, make: @escaping @Sendable (AudioComponentEntry) -> AudioUnitObject) {
         description = AudioComponentDescription(
             componentType: type, componentSubType: subType, componentManufacturer: kAudioUnitManufacturer_Apple, componentFlags: 0,
             componentFlagsMask: 0)

@@ -1,6 +1,6 @@
-import CAudioQueueTypes
-import CoreAudioTypes
-import Synchronization
+package import CAudioQueueTypes
+package import CoreAudioTypes
+package import Synchronization
 
 /// One input of a unit: where its audio comes from (nothing, a render callback, or another
 /// unit's output), and the buffers it is pulled into.
@@ -94,23 +94,23 @@ final class UnitInput: @unchecked Sendable {
 /// Threads: the `AudioUnit…` calls run on any thread, one at a time per unit (``lock``); the
 /// render path (``render(flags:time:bus:frames:data:)``) runs on whichever thread pulls the unit,
 /// usually a real-time one, and takes no lock: it reads atomics and what ``initialize()`` made.
-class AudioUnitObject: ReferencedObject, @unchecked Sendable {
-    let ref = newObjectReference(.audioUnit)
+package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
+    package let ref = newObjectReference(.audioUnit)
     let component: AudioComponentEntry
-    let lock = Mutex(())
+    package let lock = Mutex(())
     let parameters: ParameterTable
     /// Set by ``initialize()``, cleared by ``uninitialize()``; read by the render thread.
     let initializedFlag = Atomic<Bool>(false)
-    var isInitialized: Bool { initializedFlag.load(ordering: .acquiring) }
+    package var isInitialized: Bool { initializedFlag.load(ordering: .acquiring) }
 
     /// Formats per element, control side. Kinds say how many elements and what they accept.
-    var inputFormats: [AudioStreamBasicDescription]
-    var outputFormats: [AudioStreamBasicDescription]
+    package var inputFormats: [AudioStreamBasicDescription]
+    package var outputFormats: [AudioStreamBasicDescription]
     let inputs: [UnitInput]
     /// The inputs for the render thread, unretained (``inputs`` owns them).
     let inputRefs: UnsafeMutablePointer<Unmanaged<UnitInput>>
     var maximumFramesPerSlice: UInt32 = 4096
-    let maximumFrames = Atomic<Int>(4096)
+    package let maximumFrames = Atomic<Int>(4096)
     var shouldAllocateBuffer = true
     var bypass = false
     let bypassFlag = Atomic<Bool>(false)
@@ -118,6 +118,23 @@ class AudioUnitObject: ReferencedObject, @unchecked Sendable {
     var retired: [AudioUnitObject] = []
     var listeners: [(AudioUnitPropertyID, AudioUnitPropertyListenerProc, UnsafeMutableRawPointer?)] = []
     let lastRenderError = Atomic<Int32>(0)
+
+    /// Each output bus's tap (an unretained ``RenderTap``, 0 for none); ``setTap(_:bus:)`` keeps it.
+    private let tapSlots: UnsafeMutablePointer<Atomic<UInt>>
+    private let tapCount: Int
+    private var tapsKept: [Int: RenderTap] = [:]
+
+    /// Puts a tap on output `bus` (nil removes it). A removed tap is kept until the unit goes,
+    /// so a render that just read it finishes safely.
+    package func setTap(_ tap: RenderTap?, bus: Int) {
+        guard bus < tapCount else { return }
+        lock.withLock { _ in
+            if let tap { retiredTaps.append(tap) }
+            tapsKept[bus] = tap
+            tapSlots[bus].store(tap.map { UInt(bitPattern: Unmanaged.passUnretained($0).toOpaque()) } ?? 0, ordering: .releasing)
+        }
+    }
+    private var retiredTaps: [RenderTap] = []
 
     /// The output buffers handed out when a caller passes buffers without memory.
     private(set) var outputStorage: UnsafeMutablePointer<Float>?
@@ -133,16 +150,21 @@ class AudioUnitObject: ReferencedObject, @unchecked Sendable {
         outputFormats = Array(repeating: format, count: outputs)
         self.inputs = (0..<max(inputCapacity ?? inputs, inputs)).map { _ in UnitInput() }
         inputRefs = .allocate(capacity: max(self.inputs.count, 1))
+        tapCount = max(outputs, 1)
+        tapSlots = .allocate(capacity: tapCount)
+        for i in 0..<tapCount { (tapSlots + i).initialize(to: Atomic(0)) }
         for (i, input) in self.inputs.enumerated() { (inputRefs + i).initialize(to: .passUnretained(input)) }
     }
 
     deinit {
         inputRefs.deallocate()
+        tapSlots.deinitialize(count: tapCount)
+        tapSlots.deallocate()
         outputStorage?.deallocate()
     }
 
     /// Apple's canonical format for units: 32-bit float, non-interleaved.
-    static func canonical(sampleRate: Double, channels: Int) -> AudioStreamBasicDescription {
+    package static func canonical(sampleRate: Double, channels: Int) -> AudioStreamBasicDescription {
         AudioStreamBasicDescription(
             mSampleRate: sampleRate, mFormatID: kAudioFormatLinearPCM,
             mFormatFlags: kAudioFormatFlagsNativeFloatPacked | kAudioFormatFlagIsNonInterleaved, mBytesPerPacket: 4, mFramesPerPacket: 1,
@@ -194,7 +216,7 @@ class AudioUnitObject: ReferencedObject, @unchecked Sendable {
 
     /// `AudioUnitRender`: checks the call, hands out buffers where the caller gave none, and
     /// renders output `bus`.
-    final func render(
+    package final func render(
         flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: UInt32,
         data: UnsafeMutablePointer<AudioBufferList>
     ) -> OSStatus {
@@ -212,6 +234,9 @@ class AudioUnitObject: ReferencedObject, @unchecked Sendable {
         }
         let result = renderOutput(flags: flags, time: time, bus: bus, frames: n, output: data)
         if result != noErr { lastRenderError.store(result, ordering: .relaxed) }
+        if Int(bus) < tapCount, let tap = UnsafeRawPointer(bitPattern: tapSlots[Int(bus)].load(ordering: .acquiring)) {
+            if result == noErr { Unmanaged<RenderTap>.fromOpaque(tap)._withUnsafeGuaranteedRef { $0.capture(data, frames: n, time: time) } }
+        }
         return result
     }
 
@@ -219,7 +244,7 @@ class AudioUnitObject: ReferencedObject, @unchecked Sendable {
     func renderStatus(bus: UInt32) -> OSStatus? { Int(bus) < outputFormats.count ? noErr : nil }
 
     /// Renders `frames` frames of output `bus` into `output` (buffers present). Kinds override.
-    func renderOutput(
+    package func renderOutput(
         flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
         output: UnsafeMutablePointer<AudioBufferList>
     ) -> OSStatus {
@@ -228,7 +253,7 @@ class AudioUnitObject: ReferencedObject, @unchecked Sendable {
 
     /// Pulls input `index` for `frames` frames into `list` (or the input's own buffers when `list`
     /// is nil), from its callback or connected unit. `kAudioUnitErr_NoConnection` when it has none.
-    final func pull(
+    package final func pull(
         input index: Int, flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, frames: Int,
         into list: UnsafeMutablePointer<AudioBufferList>? = nil
     ) -> OSStatus {
@@ -246,7 +271,7 @@ class AudioUnitObject: ReferencedObject, @unchecked Sendable {
     }
 
     /// Input `index`'s own buffers after ``pull(input:flags:time:frames:into:)`` without a list.
-    final func inputList(_ index: Int) -> UnsafeMutablePointer<AudioBufferList> {
+    package final func inputList(_ index: Int) -> UnsafeMutablePointer<AudioBufferList> {
         inputRefs[index]._withUnsafeGuaranteedRef { $0.list.unsafeMutablePointer }
     }
 

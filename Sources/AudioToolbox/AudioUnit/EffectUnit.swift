@@ -21,7 +21,7 @@ class EffectUnit: AudioUnitObject, @unchecked Sendable {
     /// Makes the kind's state for `channels` channels at `sampleRate` (control thread).
     func prepare(channels: Int, sampleRate: Double) {}
 
-    override func renderOutput(
+    override package func renderOutput(
         flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
         output: UnsafeMutablePointer<AudioBufferList>
     ) -> OSStatus {

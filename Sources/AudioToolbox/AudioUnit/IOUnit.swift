@@ -27,8 +27,9 @@ import Glibc
 /// The input callback (`kAudioOutputUnitProperty_SetInputCallback`) is called on the recording
 /// stream's thread as each slice arrives; `AudioUnitRender` on bus 1 reads the oldest slice not
 /// yet read, from whichever thread asks (ask from one thread: the input callback's, or the render
-/// callback's for play-through). Play-through keeps at most two slices of input waiting, so the
-/// output follows the input as closely as the two streams allow.
+/// callback's for play-through). Without an input callback, input waits for its reader with a
+/// cushion of two slices (the two streams' cycles do not line up), so play-through follows the
+/// input by about two slices and a stalled reader finds recent input, not old.
 ///
 /// `SystemOutput` plays where `DefaultOutput` does: the server has one default output, and the
 /// alert sounds' place is the server's sample cache (`AudioServicesPlaySystemSound`).
@@ -50,6 +51,8 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     private var inputRing: SampleRing?
     private var inputScratch = UnsafeMutablePointer<Float>.allocate(capacity: 1)
     private var sliceFrames = 512
+    /// Whether bus 1's reader has its cushion of input (the reader's own).
+    private var cushioned = false
 
     init(component: AudioComponentEntry, hasInput: Bool) {
         self.hasInput = hasInput
@@ -213,6 +216,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                     let channels = Int(f.mChannelsPerFrame)
                     let ring = SampleRing(capacity: sliceFrames * channels * 8)
                     inputRing = ring
+                    cushioned = false
                     inputScratch.deallocate()
                     inputScratch = .allocate(capacity: sliceFrames * channels)
                     inputScratch.initialize(repeating: 0, count: sliceFrames * channels)
@@ -295,17 +299,33 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         return inputRing == nil ? kAudioUnitErr_CannotDoInCurrentContext : noErr
     }
 
-    override func renderOutput(
+    override package func renderOutput(
         flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
         output: UnsafeMutablePointer<AudioBufferList>
     ) -> OSStatus {
         guard let ring = inputRing, let shape = recorder?.shape else { return kAudioUnitErr_CannotDoInCurrentContext }
         let channels = shape.channels
-        let wanted = min(frames, sliceFrames) * channels
-        let got = ring.read(into: inputScratch, count: wanted)
+        let n = min(frames, sliceFrames)
+        let wanted = n * channels
+        var got = 0
+        if case .none = inputCallback.source() {
+            // Read from another thread than the recording's (play-through, or an engine's input):
+            // the two streams' cycles do not line up, so input waits in the ring with a cushion of
+            // two slices. Short of one, the cushion is built again (silence meanwhile); far beyond
+            // it (the reader stalled), the oldest input goes.
+            let available = ring.available
+            if available > 4 * sliceFrames * channels { ring.skip(available - 2 * sliceFrames * channels) }
+            if !cushioned && ring.available >= 2 * sliceFrames * channels { cushioned = true }
+            if cushioned {
+                got = ring.read(into: inputScratch, count: wanted)
+                if got < wanted { cushioned = false }
+            }
+        } else {
+            got = ring.read(into: inputScratch, count: wanted)
+        }
         if got < wanted { (inputScratch + got).update(repeating: 0, count: wanted - got) }
-        if frames > sliceFrames { flags.pointee.insert(.unitRenderAction_OutputIsSilence) }
-        shape.write(from: inputScratch, frames: min(frames, sliceFrames), to: output)
+        if got == 0 { flags.pointee.insert(.unitRenderAction_OutputIsSilence) }
+        shape.write(from: inputScratch, frames: n, to: output)
         return noErr
     }
 
@@ -443,16 +463,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                     if case let .callback(proc, refCon) = unit.inputCallback.source() {
                         flags.pointee = []
                         _ = proc(refCon ?? UnsafeMutableRawPointer(bitPattern: 1)!, flags, stamp, 1, UInt32(slice), nil)
-                    } else if unit.outputEnabled {
-                        // Play-through: the render side reads; keep no more than two slices waiting.
-                        let excess = ring.available - 2 * slice * channels
-                        if excess > 0 { ring.skip(excess) }
                     }
-                }
-                // Nobody reads (no callback, no output): keep only the latest slice.
-                if !unit.outputEnabled, case .none = unit.inputCallback.source() {
-                    let excess = ring.available - slice * channels
-                    if excess > 0 { ring.skip(excess) }
                 }
             }
         }

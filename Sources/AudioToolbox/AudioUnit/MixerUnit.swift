@@ -1,3 +1,4 @@
+import AudioGraph
 import CAudioQueueTypes
 import CoreAudioTypes
 
@@ -7,9 +8,9 @@ import CoreAudioTypes
 ///
 /// Pan is a balance: centre passes each side at unity (a mono input plays at full level on both
 /// sides), and pan p scales the left by min(1, 1 − p) and the right by min(1, 1 + p), so −1
-/// silences the right side entirely. Inputs must run at the output's sample rate (the unit does
-/// not resample); a mono input is spread to both sides, a stereo one to a mono output is averaged,
-/// other channel counts map channel to channel.
+/// silences the right side entirely. An input at another sample rate than the output's is
+/// resampled (windowed sinc, ``PullResampler``); a mono input is spread to both sides, a stereo
+/// one to a mono output is averaged, other channel counts map channel to channel.
 final class MixerUnit: AudioUnitObject, @unchecked Sendable {
     static let maximumInputs = 64
 
@@ -36,11 +37,44 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
 
     private var renderInputs = 0
 
+    /// Each input's resampler (nil at the output's rate), and the same unretained for rendering.
+    private var resamplers: [PullResampler?] = []
+    private var resamplerRefs = UnsafeMutablePointer<UInt>.allocate(capacity: 1)
+    private var resampled = UnsafeMutablePointer<Float>.allocate(capacity: 1)
+    private var resampledFrames = 0
+
+    deinit {
+        resamplerRefs.deallocate()
+        resampled.deallocate()
+    }
+
     override func initialize() -> OSStatus {
         let rate = outputFormats[0].mSampleRate
-        guard inputFormats.allSatisfy({ $0.mSampleRate == rate }) else { return kAudioUnitErr_FormatNotSupported }
         renderInputs = inputFormats.count
-        return super.initialize()
+        let status = super.initialize()
+        guard status == noErr else { return status }
+        let frames = Int(maximumFramesPerSlice)
+        resamplers = inputFormats.map { f in
+            f.mSampleRate == rate ? nil
+                : PullResampler(channels: Int(f.mChannelsPerFrame), inputRate: f.mSampleRate, outputRate: rate, maximumOutput: frames)
+        }
+        resamplerRefs.deallocate()
+        resamplerRefs = .allocate(capacity: max(resamplers.count, 1))
+        for (i, r) in resamplers.enumerated() {
+            resamplerRefs[i] = r.map { UInt(bitPattern: Unmanaged.passUnretained($0).toOpaque()) } ?? 0
+            // An input that is resampled is pulled for more (or fewer) frames than the output's.
+            if let r { inputs[i].allocate(channels: Int(inputFormats[i].mChannelsPerFrame), frames: Int(Double(frames) * r.ratio) + 64) }
+        }
+        resampled.deallocate()
+        resampledFrames = frames
+        resampled = .allocate(capacity: 16 * frames)
+        resampled.initialize(repeating: 0, count: 16 * frames)
+        return noErr
+    }
+
+    override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
+        for r in resamplers { r?.reset() }
+        return noErr
     }
 
     override func propertyInfo(_ id: AudioUnitPropertyID, scope: AudioUnitScope, element: AudioUnitElement) -> (size: Int, writable: Bool)? {
@@ -54,7 +88,8 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
         guard let n = PropertyData.load(UInt32.self, from: data, size: size) else { return kAudio_ParamError }
         guard !isInitialized else { return kAudioUnitErr_Initialized }
         guard n >= 1, n <= Self.maximumInputs else { return kAudioUnitErr_InvalidPropertyValue }
-        let format = inputFormats.first ?? outputFormats[0]
+        var format = inputFormats.first ?? outputFormats[0]
+        format.mSampleRate = outputFormats[0].mSampleRate
         while inputFormats.count < n { inputFormats.append(format) }
         while inputFormats.count > n {
             let input = inputs[inputFormats.count - 1]
@@ -66,12 +101,21 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
         return noErr
     }
 
+    /// A new output rate is taken by the inputs with nothing connected.
+    override func setFormat(_ format: AudioStreamBasicDescription, scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
+        let status = super.setFormat(format, scope: scope, element: element)
+        if status == noErr && scope == kAudioUnitScope_Output {
+            for i in inputFormats.indices where !inputs[i].hasSource { inputFormats[i].mSampleRate = format.mSampleRate }
+        }
+        return status
+    }
+
     /// Both sides may be any channel count up to 16, any rate (the inputs' must match the output's).
     override func accepts(_ format: AudioStreamBasicDescription, scope: AudioUnitScope, element: AudioUnitElement) -> Bool {
         Self.isCanonical(format)
     }
 
-    override func renderOutput(
+    override package func renderOutput(
         flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
         output: UnsafeMutablePointer<AudioBufferList>
     ) -> OSStatus {
@@ -82,11 +126,28 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
         for i in 0..<renderInputs {
             let volume = parameters[i * 3], enabled = parameters[i * 3 + 1] >= 0.5, pan = parameters[i * 3 + 2]
             guard enabled else { continue }
-            guard pull(input: i, flags: flags, time: time, frames: frames) == noErr else { continue }
-            heard = true
             let input = UnsafeMutableAudioBufferListPointer(inputList(i))
+            let resampler = UnsafeRawPointer(bitPattern: resamplerRefs[i]).map { Unmanaged<PullResampler>.fromOpaque($0) }
+            if let resampler {
+                let ok = resampler._withUnsafeGuaranteedRef { r -> Bool in
+                    let need = r.needed(forOutput: frames)
+                    if need > 0 {
+                        guard pull(input: i, flags: flags, time: time, frames: need) == noErr else { return false }
+                        r.take({ UnsafePointer(input[$0].mData!.assumingMemoryBound(to: Float.self)) }, frames: need)
+                    }
+                    r.produce({ self.resampled + $0 * self.resampledFrames }, frames: frames)
+                    return true
+                }
+                guard ok else { continue }
+            } else {
+                guard pull(input: i, flags: flags, time: time, frames: frames) == noErr else { continue }
+            }
+            heard = true
             let inChannels = input.count
-            func src(_ c: Int) -> UnsafeMutablePointer<Float> { input[c].mData!.assumingMemoryBound(to: Float.self) }
+            let resampledBase = resampled, stride = resampledFrames
+            func src(_ c: Int) -> UnsafeMutablePointer<Float> {
+                resampler != nil ? resampledBase + c * stride : input[c].mData!.assumingMemoryBound(to: Float.self)
+            }
             func dst(_ c: Int) -> UnsafeMutablePointer<Float> { out[c].mData!.assumingMemoryBound(to: Float.self) }
             if outChannels == 2 && inChannels <= 2 {
                 let left = volume * min(1, 1 - pan), right = volume * min(1, 1 + pan)

@@ -1,0 +1,113 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A sample rate converter that is pulled: asked for output frames, it says how many input
+/// frames it needs next, takes them, and produces the output. Windowed-sinc interpolation
+/// (32 taps, Blackman window, 256 phases interpolated linearly), with the cutoff lowered to the
+/// output's Nyquist when it downsamples; each phase's gain is normalised to 1 at DC.
+///
+/// Memory is made in `init`; ``needed(forOutput:)``, ``take(_:frames:)`` and
+/// ``produce(_:frames:)`` allocate nothing, so a render thread may call them.
+package final class PullResampler: @unchecked Sendable {
+    package let channels: Int
+    /// Input frames per output frame.
+    package let ratio: Double
+    private let taps = 16
+    private let phases = 256
+    private let table: UnsafeMutablePointer<Float>
+    private let history: UnsafeMutablePointer<Float>
+    private let capacity: Int
+    /// Input frames held, and the read position (in input frames from the first held).
+    private var held: Int
+    private var position: Double
+
+    /// A converter from `inputRate` to `outputRate` that produces up to `maximumOutput` frames a call.
+    package init(channels: Int, inputRate: Double, outputRate: Double, maximumOutput: Int) {
+        self.channels = max(channels, 1)
+        ratio = inputRate / outputRate
+        let width = 2 * taps
+        table = .allocate(capacity: (phases + 1) * width)
+        let cutoff = min(1, 1 / ratio) * 0.97
+        for j in 0...phases {
+            let frac = Double(j) / Double(phases)
+            var sum = 0.0
+            var row = [Double](repeating: 0, count: width)
+            for k in 0..<width {
+                let x = Double(k - taps + 1) - frac
+                let u = x / Double(taps)
+                let window = abs(u) >= 1 ? 0 : 0.42 + 0.5 * cos(Double.pi * u) + 0.08 * cos(2 * Double.pi * u)
+                let s = x == 0 ? 1 : sin(Double.pi * cutoff * x) / (Double.pi * cutoff * x)
+                row[k] = s * window
+                sum += row[k]
+            }
+            for k in 0..<width { table[j * width + k] = Float(row[k] / sum) }
+        }
+        capacity = Int(Double(maximumOutput) * ratio) + 4 * taps + 16
+        history = .allocate(capacity: capacity * self.channels)
+        history.initialize(repeating: 0, count: capacity * self.channels)
+        // Starts with a window's worth of silence behind the first input frame.
+        held = taps
+        position = Double(taps - 1)
+    }
+
+    deinit {
+        table.deallocate()
+        history.deallocate()
+    }
+
+    package func reset() {
+        history.update(repeating: 0, count: capacity * channels)
+        held = taps
+        position = Double(taps - 1)
+    }
+
+    /// Input frames to ``take(_:frames:)`` before producing `frames` output frames.
+    package func needed(forOutput frames: Int) -> Int {
+        let last = position + Double(frames - 1) * ratio
+        return max(0, Int(last.rounded(.down)) + taps + 1 - held)
+    }
+
+    /// Appends `frames` frames, channel `c` at `input(c)`.
+    package func take(_ input: (Int) -> UnsafePointer<Float>, frames: Int) {
+        let n = min(frames, capacity - held)
+        for c in 0..<channels {
+            (history + c * capacity + held).update(from: input(c), count: n)
+        }
+        held += n
+    }
+
+    /// Produces `frames` frames, channel `c` into `output(c)`, and lets go of input no longer needed.
+    package func produce(_ output: (Int) -> UnsafeMutablePointer<Float>, frames: Int) {
+        let width = 2 * taps
+        var p = position
+        for i in 0..<frames {
+            let base = Int(p.rounded(.down))
+            let phase = (p - Double(base)) * Double(phases)
+            let j = min(Int(phase), phases - 1)
+            let t = Float(phase - Double(j))
+            let row0 = table + j * width, row1 = row0 + width
+            let first = base - taps + 1
+            for c in 0..<channels {
+                let x = history + c * capacity + first
+                var acc: Float = 0
+                if first >= 0 && first + width <= held {
+                    for k in 0..<width { acc += x[k] * (row0[k] + (row1[k] - row0[k]) * t) }
+                }
+                output(c)[i] = acc
+            }
+            p += ratio
+        }
+        // Keep what the next window still reaches back to.
+        let drop = max(0, min(held - width, Int(p.rounded(.down)) - taps + 1))
+        if drop > 0 {
+            for c in 0..<channels {
+                let h = history + c * capacity
+                h.update(from: h + drop, count: held - drop)
+            }
+            held -= drop
+            p -= Double(drop)
+        }
+        position = p
+    }
+}

@@ -1,0 +1,311 @@
+import AVFAudio
+import AudioTestSupport
+import Foundation
+import Synchronization
+import XCTest
+
+/// The engine rendered by the test (manual offline rendering): exact mixes, scheduling, taps.
+final class AudioEngineOfflineTests: XCTestCase {
+    static let rate = 48000.0
+    static let stereo = AVAudioFormat(standardFormatWithSampleRate: rate, channels: 2)!
+
+    /// A stereo buffer whose channels are `f(i)`.
+    static func buffer(frames: Int, _ f: (Int) -> Float) -> AVAudioPCMBuffer {
+        let b = AVAudioPCMBuffer(pcmFormat: stereo, frameCapacity: AVAudioFrameCount(frames))!
+        for c in 0..<2 {
+            for i in 0..<frames { b.floatChannelData![c][i] = f(i) }
+        }
+        b.frameLength = AVAudioFrameCount(frames)
+        return b
+    }
+
+    static func sine(_ frequency: Double, amplitude: Float = 0.5) -> (Int) -> Float {
+        { i in amplitude * Float(sin(2 * Double.pi * frequency * Double(i) / rate)) }
+    }
+
+    static func offlineEngine(maximumFrames: AVAudioFrameCount = 4096) throws -> AVAudioEngine {
+        let engine = AVAudioEngine()
+        try engine.enableManualRenderingMode(.offline, format: stereo, maximumFrameCount: maximumFrames)
+        return engine
+    }
+
+    /// Renders `frames` frames in blocks of `block`, returning each channel.
+    static func render(_ engine: AVAudioEngine, frames: Int, block: Int = 1024) throws -> [[Float]] {
+        let out = AVAudioPCMBuffer(pcmFormat: engine.manualRenderingFormat, frameCapacity: AVAudioFrameCount(block))!
+        var channels: [[Float]] = [[], []]
+        var done = 0
+        while done < frames {
+            let n = min(block, frames - done)
+            XCTAssertEqual(try engine.renderOffline(AVAudioFrameCount(n), to: out), .success)
+            for c in 0..<2 { channels[c] += UnsafeBufferPointer(start: out.floatChannelData![c], count: Int(out.frameLength)) }
+            done += n
+        }
+        return channels
+    }
+
+    static func maxDifference(_ a: [Float], _ b: [Float]) -> Float {
+        guard a.count == b.count else { return .infinity }
+        return zip(a, b).map { abs($0 - $1) }.max() ?? 0
+    }
+
+    func testTwoPlayersMixExactlyWithTheirVolumesAndPans() throws {
+        let engine = try Self.offlineEngine()
+        let a = AVAudioPlayerNode(), b = AVAudioPlayerNode()
+        engine.attach(a)
+        engine.attach(b)
+        engine.connect(a, to: engine.mainMixerNode, format: Self.stereo)
+        engine.connect(b, to: engine.mainMixerNode, format: Self.stereo)
+        a.volume = 0.5
+        a.pan = -1
+        b.volume = 0.25
+        b.pan = 0.5
+        let frames = 48000
+        let sa = Self.sine(440), sb = Self.sine(1000, amplitude: 0.8)
+        a.scheduleBuffer(Self.buffer(frames: frames, sa))
+        b.scheduleBuffer(Self.buffer(frames: frames, sb))
+        try engine.start()
+        a.play()
+        b.play()
+        let out = try Self.render(engine, frames: frames)
+        // Balance pan: −1 keeps the left whole and silences the right; 0.5 halves the left.
+        let left = (0..<frames).map { 0.5 * sa($0) + 0.25 * 0.5 * sb($0) }
+        let right = (0..<frames).map { 0.25 * sb($0) }
+        XCTAssertLessThanOrEqual(Self.maxDifference(out[0], left), 1e-6)
+        XCTAssertLessThanOrEqual(Self.maxDifference(out[1], right), 1e-6)
+        XCTAssertEqual(engine.manualRenderingSampleTime, AVAudioFramePosition(frames))
+        engine.stop()
+    }
+
+    func testScheduledBuffersPlayInOrderGaplessAndCompleteOnce() throws {
+        let engine = try Self.offlineEngine()
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        engine.connect(player, to: engine.mainMixerNode, format: Self.stereo)
+        let completions = Mutex<[Int]>([])
+        let all = expectation(description: "three completions")
+        all.expectedFulfillmentCount = 3
+        for k in 1...3 {
+            player.scheduleBuffer(Self.buffer(frames: 1000 + 17 * k) { _ in Float(k) / 10 }, completionCallbackType: .dataRendered) { type in
+                XCTAssertEqual(type, .dataRendered)
+                completions.withLock { $0.append(k) }
+                all.fulfill()
+            }
+        }
+        try engine.start()
+        player.play()
+        let out = try Self.render(engine, frames: 4096, block: 333)[0]
+        let expected = (0..<4096).map { i -> Float in
+            i < 1017 ? 0.1 : i < 1017 + 1034 ? 0.2 : i < 1017 + 1034 + 1051 ? 0.3 : 0
+        }
+        XCTAssertEqual(Self.maxDifference(out, expected), 0, "each buffer in order, no gap, then silence")
+        wait(for: [all], timeout: 5)
+        XCTAssertEqual(completions.withLock { $0 }, [1, 2, 3])
+        // Player time: frames since play.
+        let node = try XCTUnwrap(player.lastRenderTime)
+        let playerTime = try XCTUnwrap(player.playerTime(forNodeTime: node))
+        XCTAssertEqual(playerTime.sampleTime, node.sampleTime, "the player started at node time 0")
+        engine.stop()
+    }
+
+    func testLoopsInterruptsAndStop() throws {
+        let engine = try Self.offlineEngine()
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        engine.connect(player, to: engine.mainMixerNode, format: Self.stereo)
+        let ramp = Self.buffer(frames: 100) { Float($0) / 1000 }
+        let loopDone = expectation(description: "the looping buffer completes when interrupted")
+        player.scheduleBuffer(ramp, at: nil, options: .loops) { loopDone.fulfill() }
+        try engine.start()
+        player.play()
+        let looped = try Self.render(engine, frames: 250, block: 250)[0]
+        XCTAssertEqual(looped[0], 0)
+        XCTAssertEqual(looped[99], 0.099, accuracy: 1e-7)
+        XCTAssertEqual(looped[100], 0, "the loop starts again")
+        XCTAssertEqual(looped[249], 0.049, accuracy: 1e-7)
+        player.scheduleBuffer(Self.buffer(frames: 50) { _ in 0.9 }, at: nil, options: .interrupts)
+        let after = try Self.render(engine, frames: 60, block: 60)[0]
+        XCTAssertEqual(after[0], 0.9, "the interrupting buffer plays at once")
+        XCTAssertEqual(after[49], 0.9)
+        XCTAssertEqual(after[50], 0)
+        wait(for: [loopDone], timeout: 5)
+        // Stop drops what is scheduled, calls its handler, and silences the player.
+        let dropped = expectation(description: "a dropped buffer completes")
+        player.scheduleBuffer(Self.buffer(frames: 10000) { _ in 0.5 }) { dropped.fulfill() }
+        player.stop()
+        wait(for: [dropped], timeout: 5)
+        XCTAssertFalse(player.isPlaying)
+        XCTAssertEqual(try Self.render(engine, frames: 100, block: 100)[0].map(abs).max(), 0)
+        engine.stop()
+    }
+
+    func testASourceNodeThroughAnEQIsRaised12dBAndTheTapHearsIt() throws {
+        let engine = try Self.offlineEngine()
+        let phase = Mutex(0.0)
+        let source = AVAudioSourceNode { _, _, frames, data in
+            let list = UnsafeMutableAudioBufferListPointer(data)
+            phase.withLock { p in
+                for i in 0..<Int(frames) {
+                    let v = Float(0.1 * sin(p))
+                    p += 2 * Double.pi * 1000 / 48000
+                    for b in 0..<list.count { list[b].mData!.assumingMemoryBound(to: Float.self)[i] = v }
+                }
+            }
+            return noErr
+        }
+        let eq = AVAudioUnitEQ(numberOfBands: 1)
+        eq.bands[0].filterType = .parametric
+        eq.bands[0].frequency = 1000
+        eq.bands[0].bandwidth = 0.5
+        eq.bands[0].gain = 12
+        eq.bands[0].bypass = false
+        engine.attach(source)
+        engine.attach(eq)
+        engine.connect(source, to: eq, format: Self.stereo)
+        engine.connect(eq, to: engine.mainMixerNode, format: Self.stereo)
+        let heard = Mutex<[(AVAudioFramePosition, Int)]>([])
+        engine.mainMixerNode.installTap(onBus: 0, bufferSize: 4800, format: nil) { buffer, time in
+            heard.withLock { $0.append((time.sampleTime, Int(buffer.frameLength))) }
+        }
+        try engine.start()
+        let out = try Self.render(engine, frames: 48000)[0]
+        XCTAssertEqual(SignalAnalysis.rmsDB(out[24000...]), 20 * log10(0.1 / 2.squareRoot()) + 12, accuracy: 0.5)
+        eq.bypass = true
+        let flat = try Self.render(engine, frames: 24000)[0]
+        XCTAssertEqual(SignalAnalysis.rmsDB(flat[4800...]), 20 * log10(0.1 / 2.squareRoot()), accuracy: 0.05)
+        XCTAssertTrue(waitUntil(timeout: 5) { heard.withLock { $0.count } == 15 }, "the tap's buffers")
+        let taps = heard.withLock { $0 }
+        XCTAssertEqual(taps.map(\.1), Array(repeating: 4800, count: 15), "buffers of the size asked for")
+        XCTAssertEqual(taps.map(\.0), (0..<15).map { AVAudioFramePosition($0 * 4800) }, "sample times contiguous")
+        engine.mainMixerNode.removeTap(onBus: 0)
+        engine.stop()
+    }
+
+    func testAFileScheduledWholeAndAsASegmentPlaysItsFrames() throws {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("engine-\(getpid()).caf")
+        defer { try? FileManager.default.removeItem(at: url) }
+        do {
+            let file = try AVAudioFile(forWriting: url, settings: Self.stereo.settings, commonFormat: .pcmFormatFloat32, interleaved: false)
+            try file.write(from: Self.buffer(frames: 96000) { Float($0 % 1000) / 1000 })
+        }
+        let file = try AVAudioFile(forReading: url)
+        let engine = try Self.offlineEngine()
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        engine.connect(player, to: engine.mainMixerNode, format: file.processingFormat)
+        let done = expectation(description: "both complete")
+        done.expectedFulfillmentCount = 2
+        player.scheduleSegment(file, startingFrame: 500, frameCount: 700, at: nil) { done.fulfill() }
+        player.scheduleFile(file, at: nil) { done.fulfill() }
+        try engine.start()
+        player.play()
+        let out = try Self.render(engine, frames: 96700 + 100)[0]
+        XCTAssertEqual(out[0], 0.5, accuracy: 1e-6)
+        XCTAssertEqual(out[699], Float(1199 % 1000) / 1000, accuracy: 1e-6)
+        XCTAssertEqual(out[700], 0, "the whole file follows at once")
+        XCTAssertEqual(out[700 + 95999], 0.999, accuracy: 1e-6)
+        XCTAssertEqual(out[96700], 0)
+        wait(for: [done], timeout: 5)
+        XCTAssertEqual(file.framePosition, 0, "the user's file is not moved")
+        engine.stop()
+    }
+
+    func testEngineShapeAndErrors() throws {
+        let engine = AVAudioEngine()
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        XCTAssertTrue(engine.attachedNodes.contains(player))
+        XCTAssertTrue(player.engine === engine)
+        engine.connect(player, to: engine.mainMixerNode, format: Self.stereo)
+        XCTAssertEqual(engine.inputConnectionPoint(for: engine.mainMixerNode, inputBus: 0)?.node, player)
+        XCTAssertEqual(engine.outputConnectionPoints(for: player, outputBus: 0).first?.node, engine.mainMixerNode)
+        XCTAssertEqual(engine.mainMixerNode.nextAvailableInputBus, 1)
+        XCTAssertEqual(player.outputFormat(forBus: 0), Self.stereo)
+        XCTAssertNotNil(player.destination(forMixer: engine.mainMixerNode, bus: 0))
+        XCTAssertNil(player.destination(forMixer: engine.mainMixerNode, bus: 3))
+        engine.disconnectNodeOutput(player)
+        XCTAssertNil(engine.inputConnectionPoint(for: engine.mainMixerNode, inputBus: 0))
+        engine.detach(player)
+        XCTAssertNil(player.engine)
+        XCTAssertThrowsError(try engine.renderOffline(10, to: AVAudioPCMBuffer(pcmFormat: Self.stereo, frameCapacity: 10)!), "not in manual rendering mode")
+        XCTAssertFalse(engine.isRunning)
+    }
+}
+
+/// The engine on the private server: a player heard on the speaker, the microphone through a tap.
+final class AudioEngineServerTests: XCTestCase {
+    func testAPlayerThroughTheMainMixerIsHeard() throws {
+        let server = try TestSound.server()
+        let engine = AVAudioEngine()
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        let format = engine.mainMixerNode.outputFormat(forBus: 0)
+        XCTAssertEqual(format.sampleRate, 48000, "the output's rate")
+        engine.connect(player, to: engine.mainMixerNode, format: format)
+        let tone = AVAudioPCMBuffer(pcmFormat: format, frameCapacity: 48000 * 2)!
+        for c in 0..<2 {
+            for i in 0..<96000 { tone.floatChannelData![c][i] = Float(0.5 * sin(2 * Double.pi * 1000 * Double(i) / 48000)) }
+        }
+        tone.frameLength = 96000
+        let played = expectation(description: "played back")
+        player.scheduleBuffer(tone, completionCallbackType: .dataPlayedBack) { _ in played.fulfill() }
+        let capture = try SignalCapture(server: server, device: "speaker.monitor")
+        try engine.start()
+        XCTAssertTrue(engine.isRunning)
+        player.play()
+        wait(for: [played], timeout: 6)
+        let heard = capture.stop()[0]
+        engine.stop()
+        let onset = try XCTUnwrap(SignalAnalysis.onset(heard, threshold: 0.1), "nothing heard")
+        let middle = heard[(onset + 4800)..<(onset + 4800 + 48000)]
+        XCTAssertEqual(SignalAnalysis.frequency(middle, sampleRate: 48000), 1000, accuracy: 1)
+        XCTAssertEqual(SignalAnalysis.rmsDB(middle), 20 * log10(0.5 / 2.squareRoot()), accuracy: 0.3)
+        XCTAssertLessThanOrEqual(SignalAnalysis.longestGap(middle, threshold: 0.002), 2, "a gap in the tone")
+        XCTAssertNotNil(engine.mainMixerNode.lastRenderTime == nil ? 1 : nil, "no render time once stopped")
+    }
+
+    func testATapOnTheInputNodeRecordsTheMicrophone() throws {
+        let server = try TestSound.server()
+        let engine = AVAudioEngine()
+        let input = engine.inputNode
+        let format = input.outputFormat(forBus: 0)
+        XCTAssertEqual(format.sampleRate, 48000)
+        let recorded = Mutex<[Float]>([])
+        let times = Mutex<[(AVAudioFramePosition, Int)]>([])
+        input.installTap(onBus: 0, bufferSize: 4800, format: nil) { buffer, time in
+            recorded.withLock { $0 += UnsafeBufferPointer(start: buffer.floatChannelData![0], count: Int(buffer.frameLength)) }
+            times.withLock { $0.append((time.sampleTime, Int(buffer.frameLength))) }
+        }
+        try engine.start()
+        XCTAssertTrue(waitUntil(timeout: 5) { times.withLock { $0.count } >= 3 }, "no tap buffers")
+        let source = SignalAnalysis.chirp(from: 200, to: 4000, sampleRate: 48000, seconds: 2)
+        let player = try SignalPlayer(server: server, device: "micfeed", samples: source, sampleRate: 48000)
+        player.waitUntilDone()
+        let target = recorded.withLock { $0.count } + 48000 / 2
+        XCTAssertTrue(waitUntil(timeout: 5) { recorded.withLock { $0.count } >= target })
+        engine.stop()
+        input.removeTap(onBus: 0)
+        let samples = recorded.withLock { $0 }
+        let found = SignalAnalysis.align(source, in: samples, maxLag: samples.count - source.count)
+        XCTAssertGreaterThanOrEqual(found.correlation, 0.98, "recording vs source at lag \(found.lag)")
+        let slices = times.withLock { $0 }
+        XCTAssertTrue(slices.allSatisfy { $0.1 == 4800 }, "buffers of the size asked for")
+        for (a, b) in zip(slices, slices.dropFirst()) { XCTAssertEqual(b.0, a.0 + 4800, "sample times contiguous") }
+    }
+
+    func testTheEngineStopsAndSaysSoWhenTheOutputDeviceChanges() throws {
+        let server = try TestSound.server()
+        let engine = AVAudioEngine()
+        _ = engine.mainMixerNode
+        try engine.start()
+        let changed = expectation(forNotification: .AVAudioEngineConfigurationChange, object: engine)
+        let asked = Date()
+        try server.pactl(["set-default-sink", "micfeed"])
+        defer { _ = try? server.pactl(["set-default-sink", "speaker"]) }
+        wait(for: [changed], timeout: 2)
+        XCTAssertLessThan(Date().timeIntervalSince(asked), 0.5)
+        XCTAssertFalse(engine.isRunning)
+        try engine.start()
+        XCTAssertTrue(engine.isRunning)
+        engine.stop()
+    }
+}
