@@ -11,8 +11,10 @@ import Glibc
 /// ``produce(_:frames:)`` allocate nothing, so a render thread may call them.
 package final class PullResampler: @unchecked Sendable {
     package let channels: Int
-    /// Input frames per output frame.
-    package let ratio: Double
+    /// Input frames per output frame (``setRatio(_:)`` changes it).
+    package private(set) var ratio: Double
+    private var cutoff = 0.0
+    private let maximumRatio: Double
     private let taps = 16
     private let phases = 256
     private let table: UnsafeMutablePointer<Float>
@@ -22,33 +24,46 @@ package final class PullResampler: @unchecked Sendable {
     private var held: Int
     private var position: Double
 
-    /// A converter from `inputRate` to `outputRate` that produces up to `maximumOutput` frames a call.
-    package init(channels: Int, inputRate: Double, outputRate: Double, maximumOutput: Int) {
+    /// A converter from `inputRate` to `outputRate` that produces up to `maximumOutput` frames a
+    /// call, at ratios (input per output) up to `maximumRatio` (for ``setRatio(_:)``).
+    package init(channels: Int, inputRate: Double, outputRate: Double, maximumOutput: Int, maximumRatio: Double? = nil) {
         self.channels = max(channels, 1)
         ratio = inputRate / outputRate
-        let width = 2 * taps
-        table = .allocate(capacity: (phases + 1) * width)
-        let cutoff = min(1, 1 / ratio) * 0.97
-        for j in 0...phases {
-            let frac = Double(j) / Double(phases)
-            var sum = 0.0
-            var row = [Double](repeating: 0, count: width)
-            for k in 0..<width {
-                let x = Double(k - taps + 1) - frac
-                let u = x / Double(taps)
-                let window = abs(u) >= 1 ? 0 : 0.42 + 0.5 * cos(Double.pi * u) + 0.08 * cos(2 * Double.pi * u)
-                let s = x == 0 ? 1 : sin(Double.pi * cutoff * x) / (Double.pi * cutoff * x)
-                row[k] = s * window
-                sum += row[k]
-            }
-            for k in 0..<width { table[j * width + k] = Float(row[k] / sum) }
-        }
-        capacity = Int(Double(maximumOutput) * ratio) + 4 * taps + 16
+        self.maximumRatio = max(maximumRatio ?? ratio, ratio)
+        table = .allocate(capacity: (phases + 1) * 2 * taps)
+        capacity = Int(Double(maximumOutput) * max(maximumRatio ?? ratio, ratio)) + 4 * taps + 16
         history = .allocate(capacity: capacity * self.channels)
         history.initialize(repeating: 0, count: capacity * self.channels)
         // Starts with a window's worth of silence behind the first input frame.
         held = taps
         position = Double(taps - 1)
+        buildTable()
+    }
+
+    /// Changes the ratio (a render thread may: a faster rate than 1 recomputes the filter, which
+    /// only computes). Clamped to what the converter was made for.
+    package func setRatio(_ r: Double) {
+        ratio = min(max(r, 1.0 / 64), maximumRatio)
+        if min(1, 1 / ratio) * 0.97 != cutoff { buildTable() }
+    }
+
+    /// The windowed-sinc table for the current ratio: normalised to unit gain per phase.
+    private func buildTable() {
+        cutoff = min(1, 1 / ratio) * 0.97
+        let width = 2 * taps
+        for j in 0...phases {
+            let frac = Double(j) / Double(phases)
+            var sum = 0.0
+            for k in 0..<width {
+                let x = Double(k - taps + 1) - frac
+                let u = x / Double(taps)
+                let window = abs(u) >= 1 ? 0 : 0.42 + 0.5 * cos(Double.pi * u) + 0.08 * cos(2 * Double.pi * u)
+                let s = x == 0 ? 1 : sin(Double.pi * cutoff * x) / (Double.pi * cutoff * x)
+                table[j * width + k] = Float(s * window)
+                sum += s * window
+            }
+            for k in 0..<width { table[j * width + k] = Float(Double(table[j * width + k]) / sum) }
+        }
     }
 
     deinit {

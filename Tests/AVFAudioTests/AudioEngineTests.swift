@@ -309,3 +309,74 @@ final class AudioEngineServerTests: XCTestCase {
         engine.stop()
     }
 }
+
+/// Time pitch, varispeed and reverb nodes, rendered offline.
+final class AudioEngineEffectTests: XCTestCase {
+    /// Plays `seconds` of a 440 Hz tone through `effect` and returns the left channel of what
+    /// came out over `render` seconds.
+    private func play(through effect: AVAudioNode, seconds: Double = 2, render: Double = 4.5) throws -> [Float] {
+        let engine = try AudioEngineOfflineTests.offlineEngine()
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        engine.attach(effect)
+        let format = AudioEngineOfflineTests.stereo
+        engine.connect(player, to: effect, format: format)
+        engine.connect(effect, to: engine.mainMixerNode, format: format)
+        player.scheduleBuffer(AudioEngineOfflineTests.buffer(frames: Int(seconds * 48000), AudioEngineOfflineTests.sine(440)))
+        try engine.start()
+        player.play()
+        defer { engine.stop() }
+        return try AudioEngineOfflineTests.render(engine, frames: Int(render * 48000))[0]
+    }
+
+    /// Seconds of sound, onset to offset.
+    private func duration(_ x: [Float]) -> Double {
+        guard let on = SignalAnalysis.onset(x, threshold: 0.05), let off = SignalAnalysis.offset(x, threshold: 0.05) else { return 0 }
+        return Double(off - on) / 48000
+    }
+
+    func testTimePitchRateTwoHalvesTheDurationAndKeepsThePitch() throws {
+        let tp = AVAudioUnitTimePitch()
+        tp.rate = 2
+        let out = try play(through: tp)
+        XCTAssertEqual(duration(out), 1.0, accuracy: 0.05)
+        let on = try XCTUnwrap(SignalAnalysis.onset(out, threshold: 0.05))
+        XCTAssertEqual(SignalAnalysis.frequency(out[(on + 4800)..<(on + 4800 + 24000)], sampleRate: 48000), 440, accuracy: 2)
+    }
+
+    func testTimePitchUpAnOctaveKeepsTheDuration() throws {
+        let tp = AVAudioUnitTimePitch()
+        tp.pitch = 1200
+        let out = try play(through: tp)
+        XCTAssertEqual(duration(out), 2.0, accuracy: 0.05)
+        let on = try XCTUnwrap(SignalAnalysis.onset(out, threshold: 0.05))
+        XCTAssertEqual(SignalAnalysis.frequency(out[(on + 4800)..<(on + 4800 + 48000)], sampleRate: 48000), 880, accuracy: 4)
+    }
+
+    func testVarispeedTwoDoublesThePitchAndHalvesTheDuration() throws {
+        let vs = AVAudioUnitVarispeed()
+        vs.rate = 2
+        let out = try play(through: vs)
+        XCTAssertEqual(duration(out), 1.0, accuracy: 0.01)
+        let on = try XCTUnwrap(SignalAnalysis.onset(out, threshold: 0.05))
+        XCTAssertEqual(SignalAnalysis.frequency(out[(on + 4800)..<(on + 4800 + 24000)], sampleRate: 48000), 880, accuracy: 1)
+        XCTAssertEqual(SignalAnalysis.rmsDB(out[(on + 4800)..<(on + 4800 + 24000)]), 20 * log10(0.5 / 2.squareRoot()), accuracy: 0.1, "level kept")
+    }
+
+    func testReverbLeavesATailThatDecays() throws {
+        let reverb = AVAudioUnitReverb()
+        reverb.loadFactoryPreset(.largeHall)
+        reverb.wetDryMix = 50
+        let out = try play(through: reverb, seconds: 1, render: 4)
+        // Windows of 100 ms after the tone ends at 1 s: audible, and falling.
+        let levels = (0..<20).map { k in SignalAnalysis.rmsDB(out[(48000 + 4800 * k)..<(48000 + 4800 * (k + 1))]) }
+        XCTAssertGreaterThan(levels[2], -40, "the tail is heard 200 ms after the end")
+        XCTAssertLessThan(levels[19], levels[2] - 20, "and decays")
+        // The decay rate: dB per second between 0.2 and 1.2 s, against the preset's 2.8 s at DC.
+        let slope = (levels[12] - levels[2]) / 1.0
+        XCTAssertLessThan(slope, -10)
+        XCTAssertGreaterThan(slope, -60)
+        let dry = try play(through: AVAudioMixerNode(), seconds: 1, render: 2)
+        XCTAssertLessThan(SignalAnalysis.rmsDB(dry[(48000 + 4800)..<(48000 + 9600)]), -100, "without the reverb nothing follows")
+    }
+}

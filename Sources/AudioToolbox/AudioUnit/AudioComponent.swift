@@ -33,6 +33,9 @@ package final class AudioComponentEntry: ReferencedObject, @unchecked Sendable {
         AudioComponentEntry(kAudioUnitType_Mixer, kAudioUnitSubType_MultiChannelMixer, "Apple: AUMultiChannelMixer") { MixerUnit(component: $0) },
         AudioComponentEntry(kAudioUnitType_Effect, kAudioUnitSubType_NBandEQ, "Apple: AUNBandEQ") { EQUnit(component: $0) },
         AudioComponentEntry(kAudioUnitType_Effect, kAudioUnitSubType_Delay, "Apple: AUDelay") { DelayUnit(component: $0) },
+        AudioComponentEntry(kAudioUnitType_Effect, kAudioUnitSubType_Reverb2, "Apple: AUReverb2") { ReverbUnit(component: $0) },
+        AudioComponentEntry(kAudioUnitType_FormatConverter, kAudioUnitSubType_NewTimePitch, "Apple: AUNewTimePitch") { TimePitchUnit(component: $0) },
+        AudioComponentEntry(kAudioUnitType_FormatConverter, kAudioUnitSubType_Varispeed, "Apple: AUVarispeed") { VarispeedUnit(component: $0) },
     ]
 
     private static let table: LiveObjects<AudioComponentEntry> = {

@@ -299,7 +299,7 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
         case kAudioUnitProperty_ShouldAllocateBuffer:
             return elementExists(scope, element) ? (4, true) : nil
         case kAudioUnitProperty_BypassEffect:
-            return component.description.componentType == kAudioUnitType_Effect ? (4, true) : nil
+            return self is EffectUnit ? (4, true) : nil
         case kAudioUnitProperty_LastRenderError:
             return (4, false)
         case kAudioUnitProperty_InPlaceProcessing:
@@ -436,7 +436,7 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
             shouldAllocateBuffer = v != 0
             return noErr
         case kAudioUnitProperty_BypassEffect:
-            guard component.description.componentType == kAudioUnitType_Effect else { return kAudioUnitErr_InvalidProperty }
+            guard self is EffectUnit else { return kAudioUnitErr_InvalidProperty }
             guard let v = PropertyData.load(UInt32.self, from: data, size: size) else { return kAudio_ParamError }
             bypass = v != 0
             bypassFlag.store(bypass, ordering: .relaxed)

@@ -163,6 +163,22 @@ public let kDelayParam_DelayTime: AudioUnitParameterID = 1
 public let kDelayParam_Feedback: AudioUnitParameterID = 2
 public let kDelayParam_LopassCutoff: AudioUnitParameterID = 3
 
+public let kReverb2Param_DryWetMix: AudioUnitParameterID = 0
+public let kReverb2Param_Gain: AudioUnitParameterID = 1
+public let kReverb2Param_MinDelayTime: AudioUnitParameterID = 2
+public let kReverb2Param_MaxDelayTime: AudioUnitParameterID = 3
+public let kReverb2Param_DecayTimeAt0Hz: AudioUnitParameterID = 4
+public let kReverb2Param_DecayTimeAtNyquist: AudioUnitParameterID = 5
+public let kReverb2Param_RandomizeReflections: AudioUnitParameterID = 6
+
+public let kVarispeedParam_PlaybackRate: AudioUnitParameterID = 0
+public let kVarispeedParam_PlaybackCents: AudioUnitParameterID = 1
+
+public let kNewTimePitchParam_Rate: AudioUnitParameterID = 0
+public let kNewTimePitchParam_Pitch: AudioUnitParameterID = 1
+public let kNewTimePitchParam_Overlap: AudioUnitParameterID = 4
+public let kNewTimePitchParam_EnablePeakLocking: AudioUnitParameterID = 6
+
 public let kMultiChannelMixerParam_Volume: AudioUnitParameterID = 0
 public let kMultiChannelMixerParam_Enable: AudioUnitParameterID = 1
 public let kMultiChannelMixerParam_Pan: AudioUnitParameterID = 2

@@ -1,0 +1,214 @@
+import AudioCodecs
+import AudioGraph
+import CAudioQueueTypes
+import CoreAudioTypes
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A unit that reads its input at another pace than it writes its output: it pulls as many input
+/// frames as its processing needs into its own buffers (up to four slices' worth a pull).
+class RateUnit: EffectUnit, @unchecked Sendable {
+    static let maximumRatio = 4.0
+    /// The most input frames a pull takes.
+    var pulledCapacity: Int { Int(Double(maximumFramesPerSlice) * Self.maximumRatio) + 64 }
+
+    override func initialize() -> OSStatus {
+        let status = super.initialize()
+        guard status == noErr else { return status }
+        inputs[0].allocate(channels: Int(inputFormats[0].mChannelsPerFrame), frames: pulledCapacity)
+        return noErr
+    }
+
+    /// Pulls `frames` input frames into the input's own buffers (at most ``pulledCapacity``).
+    final func pullInput(flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, frames: Int) -> UnsafeMutableAudioBufferListPointer? {
+        guard pull(input: 0, flags: flags, time: time, frames: min(frames, pulledCapacity)) == noErr else { return nil }
+        return UnsafeMutableAudioBufferListPointer(inputList(0))
+    }
+}
+
+/// Apple's `AUVarispeed`: plays faster or slower with the pitch following, as a tape does:
+/// playback rate 0.25–4 (1) or the same in cents, −2400–2400 (0); the last one set wins. A
+/// windowed-sinc resampler (``PullResampler``).
+final class VarispeedUnit: RateUnit, @unchecked Sendable {
+    private var resampler: PullResampler?
+    /// The rate in force, and the two parameters as last seen (whichever changes sets the rate).
+    private var rate = 1.0
+    private var seenRate: Float = 1, seenCents: Float = 0
+
+    init(component: AudioComponentEntry) {
+        super.init(component: component, parameters: [
+            ParameterSpec(id: kVarispeedParam_PlaybackRate, minimum: 0.25, maximum: 4, defaultValue: 1),
+            ParameterSpec(id: kVarispeedParam_PlaybackCents, minimum: -2400, maximum: 2400, defaultValue: 0),
+        ])
+    }
+
+    override func prepare(channels: Int, sampleRate: Double) {
+        resampler = PullResampler(
+            channels: channels, inputRate: sampleRate, outputRate: sampleRate, maximumOutput: Int(maximumFramesPerSlice), maximumRatio: Self.maximumRatio)
+        rate = 1
+        seenRate = 1
+        seenCents = 0
+    }
+
+    override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
+        resampler?.reset()
+        return noErr
+    }
+
+    /// The rate in force: whichever of rate and cents changed last.
+    private func currentRate() -> Double {
+        let r = parameters[0], cents = parameters[1]
+        if cents != seenCents {
+            seenCents = cents
+            rate = pow(2, Double(cents) / 1200)
+        }
+        if r != seenRate {
+            seenRate = r
+            rate = Double(r)
+        }
+        return rate
+    }
+
+    override package func renderOutput(
+        flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
+        output: UnsafeMutablePointer<AudioBufferList>
+    ) -> OSStatus {
+        guard let resampler else { return kAudioUnitErr_Uninitialized }
+        let out = UnsafeMutableAudioBufferListPointer(output)
+        if bypassFlag.load(ordering: .relaxed) {
+            return pull(input: 0, flags: flags, time: time, frames: frames, into: output)
+        }
+        resampler.setRatio(currentRate())
+        let need = resampler.needed(forOutput: frames)
+        if need > 0 {
+            guard let input = pullInput(flags: flags, time: time, frames: need) else { return kAudioUnitErr_NoConnection }
+            resampler.take({ UnsafePointer(input[min($0, input.count - 1)].mData!.assumingMemoryBound(to: Float.self)) }, frames: need)
+        }
+        resampler.produce({ out[min($0, out.count - 1)].mData!.assumingMemoryBound(to: Float.self) }, frames: frames)
+        return noErr
+    }
+}
+
+/// Apple's `AUNewTimePitch`: rate (1/32–32, 1) changes the duration and keeps the pitch, pitch
+/// (−2400–2400 cents, 0) changes the pitch and keeps the duration. The duration is stretched by
+/// libsonic (the queue's and the player's time-pitch processor) to rate ÷ pitch, then the
+/// stretched audio is resampled by the pitch factor (``PullResampler``), which raises the pitch and
+/// brings the duration to the rate. (libsonic 0.2's own pitch setting leaves the pitch as it was.)
+/// Overlap (3–32) and peak locking are accepted and have no effect on this algorithm. Rates and
+/// pitch factors beyond 1/4–4 are held at those limits.
+final class TimePitchUnit: RateUnit, @unchecked Sendable {
+    private var processor: TimePitchProcessor?
+    private var resampler: PullResampler?
+    private var interleaved = UnsafeMutablePointer<Float>.allocate(capacity: 1)
+    private var planar = UnsafeMutablePointer<Float>.allocate(capacity: 1)
+    private var scratchFrames = 0
+    private var channels = 2
+    private let resetRequested = Atomic<Bool>(false)
+
+    init(component: AudioComponentEntry) {
+        super.init(component: component, parameters: [
+            ParameterSpec(id: kNewTimePitchParam_Rate, minimum: 1.0 / 32, maximum: 32, defaultValue: 1),
+            ParameterSpec(id: kNewTimePitchParam_Pitch, minimum: -2400, maximum: 2400, defaultValue: 0),
+            ParameterSpec(id: kNewTimePitchParam_Overlap, minimum: 3, maximum: 32, defaultValue: 8),
+            ParameterSpec(id: kNewTimePitchParam_EnablePeakLocking, minimum: 0, maximum: 1, defaultValue: 1),
+        ])
+    }
+
+    deinit {
+        interleaved.deallocate()
+        planar.deallocate()
+    }
+
+    override func prepare(channels: Int, sampleRate: Double) {
+        self.channels = min(channels, 8)
+        let slice = Int(maximumFramesPerSlice)
+        processor = try? TimePitchProcessor(sampleRate: Int(sampleRate), channels: self.channels)
+        resampler = PullResampler(
+            channels: self.channels, inputRate: sampleRate, outputRate: sampleRate, maximumOutput: slice, maximumRatio: Self.maximumRatio)
+        scratchFrames = pulledCapacity
+        interleaved.deallocate()
+        interleaved = .allocate(capacity: scratchFrames * self.channels)
+        interleaved.initialize(repeating: 0, count: scratchFrames * self.channels)
+        planar.deallocate()
+        planar = .allocate(capacity: scratchFrames * self.channels)
+        planar.initialize(repeating: 0, count: scratchFrames * self.channels)
+        // libsonic grows its buffers as it needs: grow them now, at the extremes, so that
+        // rendering does not.
+        if let p = processor {
+            for speed in [Float(0.25), 4, 1] {
+                p.speed = speed
+                for _ in 0..<8 {
+                    p.write(interleaved, frames: slice)
+                    while p.read(into: interleaved, maxFrames: slice) > 0 {}
+                }
+            }
+            p.flush()
+            while p.read(into: interleaved, maxFrames: slice) > 0 {}
+            interleaved.update(repeating: 0, count: scratchFrames * self.channels)
+        }
+    }
+
+    /// Clears the processor at the next render (the render thread owns it).
+    override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
+        resetRequested.store(true, ordering: .releasing)
+        return noErr
+    }
+
+    override var latency: Double { 0.02 }
+
+    override package func renderOutput(
+        flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
+        output: UnsafeMutablePointer<AudioBufferList>
+    ) -> OSStatus {
+        guard let p = processor, let resampler else { return kAudioUnitErr_Uninitialized }
+        if bypassFlag.load(ordering: .relaxed) { return pull(input: 0, flags: flags, time: time, frames: frames, into: output) }
+        if resetRequested.exchange(false, ordering: .acquiring) {
+            p.flush()
+            while p.read(into: interleaved, maxFrames: scratchFrames) > 0 {}
+            resampler.reset()
+        }
+        let rate = Double(min(max(parameters[0], 0.25), 4)), pitch = min(max(pow(2, Double(parameters[1]) / 1200), 0.25), 4)
+        p.speed = Float(rate / pitch)
+        let shifting = abs(pitch - 1) > 1e-6
+        if shifting { resampler.setRatio(pitch) }
+        // Stretched frames wanted: the output's, or what the resampler needs for it.
+        let wanted = min(scratchFrames, shifting ? resampler.needed(forOutput: frames) : frames)
+        let sc = channels
+        var got = 0
+        var pulls = 0
+        while got < wanted {
+            got += p.read(into: interleaved + got * sc, maxFrames: wanted - got)
+            guard got < wanted, pulls < 16 else { break }
+            pulls += 1
+            // Feed the processor about what the rest needs at this speed.
+            let need = min(pulledCapacity, max(64, Int(Double(wanted - got) * rate / pitch) + 64))
+            guard let input = pullInput(flags: flags, time: time, frames: need) else { return kAudioUnitErr_NoConnection }
+            // The processor takes interleaved frames; the planar scratch holds them meanwhile.
+            for c in 0..<sc {
+                let s = input[min(c, input.count - 1)].mData!.assumingMemoryBound(to: Float.self)
+                for i in 0..<need { planar[i * sc + c] = s[i] }
+            }
+            p.write(planar, frames: need)
+        }
+        if got < wanted { (interleaved + got * sc).update(repeating: 0, count: (wanted - got) * sc) }
+        let out = UnsafeMutableAudioBufferListPointer(output)
+        if shifting {
+            for c in 0..<sc {
+                for i in 0..<wanted { planar[c * scratchFrames + i] = interleaved[i * sc + c] }
+            }
+            let base = planar, stride = scratchFrames
+            resampler.take({ UnsafePointer(base + $0 * stride) }, frames: wanted)
+            resampler.produce({ out[min($0, out.count - 1)].mData!.assumingMemoryBound(to: Float.self) }, frames: frames)
+            for c in sc..<max(out.count, sc) { out[c].mData!.assumingMemoryBound(to: Float.self).update(from: out[sc - 1].mData!.assumingMemoryBound(to: Float.self), count: frames) }
+        } else {
+            for c in 0..<out.count {
+                let d = out[c].mData!.assumingMemoryBound(to: Float.self)
+                let from = min(c, sc - 1)
+                for i in 0..<frames { d[i] = interleaved[i * sc + from] }
+            }
+        }
+        return noErr
+    }
+}
