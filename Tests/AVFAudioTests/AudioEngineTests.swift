@@ -380,3 +380,89 @@ final class AudioEngineEffectTests: XCTestCase {
         XCTAssertLessThan(SignalAnalysis.rmsDB(dry[(48000 + 4800)..<(48000 + 9600)]), -100, "without the reverb nothing follows")
     }
 }
+
+/// Apple's sample-code graph on the private server: a file through an EQ and a reverb to the
+/// main mixer, measured on the speaker's monitor.
+final class AudioEngineSampleGraphTests: XCTestCase {
+    private func toneFile(seconds: Double) throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("engine-graph-\(getpid()).caf")
+        let file = try AVAudioFile(forWriting: url, settings: AudioEngineOfflineTests.stereo.settings)
+        try file.write(from: AudioEngineOfflineTests.buffer(frames: Int(seconds * 48000), AudioEngineOfflineTests.sine(1000, amplitude: 0.1)))
+        return url
+    }
+
+    /// Plays the file through player → EQ → reverb → main mixer → output and returns the monitor's
+    /// left and right channels from the player's start.
+    private func run(eqBypassed: Bool, url: URL, server: PrivatePulseServer) throws -> [[Float]] {
+        let engine = AVAudioEngine()
+        let player = AVAudioPlayerNode(), eq = AVAudioUnitEQ(numberOfBands: 1), reverb = AVAudioUnitReverb()
+        eq.bands[0].filterType = .parametric
+        eq.bands[0].frequency = 1000
+        eq.bands[0].bandwidth = 0.5
+        eq.bands[0].gain = 12
+        eq.bands[0].bypass = false
+        eq.bypass = eqBypassed
+        reverb.loadFactoryPreset(.mediumHall)
+        reverb.wetDryMix = 50
+        for node in [player, eq, reverb] as [AVAudioNode] { engine.attach(node) }
+        let file = try AVAudioFile(forReading: url)
+        engine.connect(player, to: eq, format: file.processingFormat)
+        engine.connect(eq, to: reverb, format: file.processingFormat)
+        engine.connect(reverb, to: engine.mainMixerNode, format: file.processingFormat)
+        let done = expectation(description: "played back")
+        player.scheduleFile(file, at: nil, completionCallbackType: .dataPlayedBack) { _ in done.fulfill() }
+        let capture = try SignalCapture(server: server, device: "speaker.monitor")
+        try engine.start()
+        player.play()
+        wait(for: [done], timeout: 10)
+        // The tail: another second and a half after the file was heard to its end.
+        let end = capture.frameCount
+        try capture.waitFor(frames: end + 72000, timeout: 5)
+        engine.stop()
+        return capture.stop()
+    }
+
+    func testAFileThroughEQAndReverbIsRaisedAndLeavesATail() throws {
+        let server = try TestSound.server()
+        let url = try toneFile(seconds: 2)
+        defer { try? FileManager.default.removeItem(at: url) }
+        let raised = try run(eqBypassed: false, url: url, server: server)
+        let flat = try run(eqBypassed: true, url: url, server: server)
+        func steady(_ x: [Float]) throws -> (ArraySlice<Float>, Int) {
+            let on = try XCTUnwrap(SignalAnalysis.onset(x, threshold: 0.02), "nothing heard")
+            return (x[(on + 24000)..<(on + 72000)], on)
+        }
+        let (r, on) = try steady(raised[0]), (f, _) = try steady(flat[0])
+        XCTAssertEqual(SignalAnalysis.frequency(r, sampleRate: 48000), 1000, accuracy: 1)
+        XCTAssertEqual(SignalAnalysis.toneDB(r, frequency: 1000, sampleRate: 48000) - SignalAnalysis.toneDB(f, frequency: 1000, sampleRate: 48000), 12, accuracy: 0.5)
+        // The tail after the file's end (2 s after the onset): heard, then decaying.
+        let end = on + 96000
+        let level = { (k: Int) in SignalAnalysis.rmsDB(raised[0][(end + 4800 * k)..<(end + 4800 * (k + 1))]) }
+        XCTAssertGreaterThan(level(1), -60, "the reverb's tail 100 ms after the end")
+        XCTAssertLessThan(level(8), level(1) - 10, "the tail decays")
+    }
+
+    func testPanLeftLeavesTheRightChannelSilent() throws {
+        let server = try TestSound.server()
+        let engine = AVAudioEngine()
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        let format = AudioEngineOfflineTests.stereo
+        engine.connect(player, to: engine.mainMixerNode, format: format)
+        player.pan = -1
+        let done = expectation(description: "played back")
+        player.scheduleBuffer(AudioEngineOfflineTests.buffer(frames: 48000, AudioEngineOfflineTests.sine(1000)), completionCallbackType: .dataPlayedBack) { _ in
+            done.fulfill()
+        }
+        let capture = try SignalCapture(server: server, device: "speaker.monitor", channels: 2)
+        try engine.start()
+        player.play()
+        wait(for: [done], timeout: 5)
+        engine.stop()
+        let heard = capture.stop()
+        let on = try XCTUnwrap(SignalAnalysis.onset(heard[0], threshold: 0.1), "nothing heard on the left")
+        let left = heard[0][(on + 4800)..<(on + 24000)], right = heard[1][(on + 4800)..<(on + 24000)]
+        XCTAssertEqual(SignalAnalysis.rmsDB(left), 20 * log10(0.5 / 2.squareRoot()), accuracy: 0.3)
+        XCTAssertLessThan(SignalAnalysis.rmsDB(right), -40)
+    }
+}

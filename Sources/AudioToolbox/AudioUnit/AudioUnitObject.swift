@@ -257,15 +257,19 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
         input index: Int, flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, frames: Int,
         into list: UnsafeMutablePointer<AudioBufferList>? = nil
     ) -> OSStatus {
-        inputRefs[index]._withUnsafeGuaranteedRef { input in
-            let target = list ?? input.preparedList(frames: frames)
-            switch input.source() {
-            case .none:
-                return kAudioUnitErr_NoConnection
-            case let .callback(proc, refCon):
-                return proc(refCon ?? UnsafeMutableRawPointer(bitPattern: 1)!, flags, time, UInt32(index), UInt32(frames), target)
-            case let .unit(unit, bus):
-                return unit._withUnsafeGuaranteedRef { $0.render(flags: flags, time: time, bus: bus, frames: UInt32(frames), data: target) }
+        // Each source gets flags of its own: a silent source says so for itself, not for this unit.
+        var sourceFlags = AudioUnitRenderActionFlags()
+        return withUnsafeMutablePointer(to: &sourceFlags) { sourceFlags in
+            inputRefs[index]._withUnsafeGuaranteedRef { input in
+                let target = list ?? input.preparedList(frames: frames)
+                switch input.source() {
+                case .none:
+                    return kAudioUnitErr_NoConnection
+                case let .callback(proc, refCon):
+                    return proc(refCon ?? UnsafeMutableRawPointer(bitPattern: 1)!, sourceFlags, time, UInt32(index), UInt32(frames), target)
+                case let .unit(unit, bus):
+                    return unit._withUnsafeGuaranteedRef { $0.render(flags: sourceFlags, time: time, bus: bus, frames: UInt32(frames), data: target) }
+                }
             }
         }
     }
