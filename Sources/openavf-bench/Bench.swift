@@ -15,7 +15,7 @@ enum Bench {
 
     static func main(_ arguments: [String]) {
         let short = arguments.contains("--short")
-        // `--only latency|underruns|cpu|convert|player|systemsound` runs one section (for profiling one figure);
+        // `--only latency|underruns|cpu|convert|player|systemsound|engine` runs one section (for profiling one figure);
         // `underruns` is the dropout count on the sink.
         let only = arguments.firstIndex(of: "--only").flatMap { i in i + 1 < arguments.count ? arguments[i + 1] : nil }
         func wanted(_ section: String) -> Bool { only == nil || only == section }
@@ -159,6 +159,30 @@ enum Bench {
                 if start.ours == nil || start.pactl == nil { failures.append("system sound start latency: no sound was heard") }
             } catch {
                 failures.append("systemsound: \(error)")
+            }
+        }
+
+        // 7. AVAudioEngine: offline rendering speed, a two-file mix beside ffmpeg, player node CPU beside paplay.
+        if wanted("engine") {
+            say("")
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("openavf-engine-bench-\(getpid())")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            do {
+                try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+                let seconds = short ? 30.0 : 600.0
+                let (a, b) = try EngineBench.makeFiles(seconds: seconds, in: dir)
+                let speed = try EngineBench.offlineSpeed(file: a)
+                say(String(format: "AVAudioEngine offline rendering of %.0f s through player → time pitch (×1.25) → EQ → reverb → main mixer (44.1 → 48 kHz): %.0f× real time (target ≥ 100)", seconds, speed))
+                let mix = try EngineBench.twoFileMix(a, b, in: dir, repeats: short ? 1 : 3)
+                say(String(format: "Two %.0f s stereo WAVs mixed to a 16-bit WAV: engine offline %.2f s, ffmpeg amix %.2f s, speed ratio %@ (target ≥ 1)",
+                           seconds, mix.ours, mix.ffmpeg, ratio(mix.ffmpeg, mix.ours)))
+                let cpuSeconds: Double = short ? 10 : seconds
+                let cpuFile = short ? try EngineBench.makeFiles(seconds: cpuSeconds, in: dir.appendingPathComponent("short")).0 : a
+                let cpu = try EngineBench.playerNodeCPU(server: handle, file: cpuFile)
+                say(String(format: "Player node → main mixer → output, CPU time for %.0f s of a WAV: %.3f s, paplay %.3f s, ratio %@ (target ≤ 1)",
+                           cpuSeconds, cpu.ours, cpu.paplay, ratio(cpu.ours, cpu.paplay)))
+            } catch {
+                failures.append("engine: \(error)")
             }
         }
 

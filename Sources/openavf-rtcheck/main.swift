@@ -7,7 +7,8 @@
 // CAllocCounter replaces malloc and free for this process and counts the calls made on one
 // watched thread: the audio connection's main-loop thread, the only real-time thread there is
 // (introspection and subscriptions run on the control connection's own thread), and in the
-// `ioproc` scenario a device's I/O thread, where IOProcs run. Each scenario's
+// `ioproc` scenario a device's I/O thread, where IOProcs run, and in the `engine` scenario an
+// AVAudioEngine's render thread (its I/O unit's own). Each scenario's
 // streams are opened before its window (opening a stream is setup, not rendering); the window
 // runs from the first render of a run to its end: starts, parameter changes, pauses, stops,
 // resets, drains, a player's loops and seeks, and a session's interruption and route changes.
@@ -508,6 +509,69 @@ let ioProcScenario = Scenario(name: "ioproc") { _, _, _ in
     }
 }
 
+/// The engine's render thread, seen from a source node's block (the user's real-time code).
+final class RenderThreadWatch: @unchecked Sendable {
+    let thread = Atomic<UInt>(0)
+    let cycles = Atomic<Int>(0)
+    let taps = Atomic<Int>(0)
+
+    func waitForCycles(_ n: Int) throws {
+        let target = cycles.load(ordering: .relaxed) + n
+        try wait("\(n) render cycles") { cycles.load(ordering: .relaxed) >= target }
+    }
+}
+
+/// An engine rendering Apple's sample-code graph (a looping player → EQ → reverb → main mixer),
+/// a source node into the mixer and a tap on it, for ten seconds with a parameter change, a
+/// pause and a scheduled interruption: its render thread is watched.
+let engineScenario = Scenario(name: "engine") { _, files, _ in
+    let watch = RenderThreadWatch()
+    let engine = AVAudioEngine()
+    let format = AVAudioFormat(standardFormatWithSampleRate: 48000, channels: 2)!
+    let player = AVAudioPlayerNode(), eq = AVAudioUnitEQ(numberOfBands: 2), reverb = AVAudioUnitReverb()
+    let source = AVAudioSourceNode(format: format) { _, _, frames, data in
+        watch.thread.store(UInt(pthread_self()), ordering: .relaxed)
+        watch.cycles.add(1, ordering: .relaxed)
+        let list = UnsafeMutableAudioBufferListPointer(data)
+        for b in 0..<list.count { list[b].mData!.initializeMemory(as: UInt8.self, repeating: 0, count: Int(frames) * 4) }
+        return noErr
+    }
+    for node in [player, eq, reverb, source] as [AVAudioNode] { engine.attach(node) }
+    engine.connect(player, to: eq, format: format)
+    engine.connect(eq, to: reverb, format: format)
+    engine.connect(reverb, to: engine.mainMixerNode, format: format)
+    engine.connect(source, to: engine.mainMixerNode, format: format)
+    eq.bands[0].bypass = false
+    eq.bands[0].gain = 6
+    let tone = AVAudioPCMBuffer(pcmFormat: format, frameCapacity: 48000)!
+    for c in 0..<2 { for i in 0..<48000 { tone.floatChannelData![c][i] = Float(0.1 * sin(2 * Double.pi * 440 * Double(i) / 48000)) } }
+    tone.frameLength = 48000
+    player.scheduleBuffer(tone, at: nil, options: .loops)
+    engine.mainMixerNode.installTap(onBus: 0, bufferSize: 4800, format: nil) { _, _ in watch.taps.add(1, ordering: .relaxed) }
+    try engine.start()
+    player.play()
+    try watch.waitForCycles(10)
+    defer { engine.stop() }
+    let first = try watching(watch.thread.load(ordering: .relaxed)) {
+        try watch.waitForCycles(Int(4 * 48000 / 512))
+        eq.bands[0].gain = -6
+        reverb.wetDryMix = 30
+        player.volume = 0.5
+        player.scheduleBuffer(tone, at: nil, options: .interrupts)
+        try watch.waitForCycles(Int(2 * 48000 / 512))
+    }
+    // Pausing closes the output's stream and starting opens another, on a thread of its own:
+    // setup, outside the window, which goes on on the new thread from its first cycles.
+    engine.pause()
+    try engine.start()
+    try watch.waitForCycles(10)
+    let second = try watching(watch.thread.load(ordering: .relaxed)) {
+        try watch.waitForCycles(Int(4 * 48000 / 512))
+        guard watch.taps.load(ordering: .relaxed) > 50 else { throw Failure("the tap heard nothing") }
+    }
+    return first + second
+}
+
 /// Test files made by ffmpeg: a 1 s tone as WAV, IMA4 CAF and AAC M4A.
 func makeFiles(in dir: URL) throws {
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -527,7 +591,7 @@ let buildKind = "release"
 
 @MainActor func main() -> Int32 {
     let wanted = Set(CommandLine.arguments.dropFirst())
-    let unknown = wanted.subtracting((scenarios + [ioProcScenario]).map(\.name))
+    let unknown = wanted.subtracting((scenarios + [ioProcScenario, engineScenario]).map(\.name))
     guard unknown.isEmpty else {
         FileHandle.standardError.write(Data("openavf-rtcheck: no scenario \(unknown.sorted()); there are \(scenarios.map(\.name))\n".utf8))
         return 2
@@ -545,7 +609,7 @@ let buildKind = "release"
         let thread = backend.serverThread()
         var clean = true
         print("allocations and frees on the real-time server thread, per scenario (target 0; \(buildKind) build)")
-        for scenario in scenarios + [ioProcScenario] where wanted.isEmpty || wanted.contains(scenario.name) {
+        for scenario in scenarios + [ioProcScenario, engineScenario] where wanted.isEmpty || wanted.contains(scenario.name) {
             let count = try scenario.run(server, files, thread)
             let ours = (count.allocations - count.allocationsInLibpulse, count.frees - count.freesInLibpulse)
             // Reference counting is checked in release builds: a debug build retains and releases

@@ -132,9 +132,10 @@ final class AudioEngineOfflineTests: XCTestCase {
         let dropped = expectation(description: "a dropped buffer completes")
         player.scheduleBuffer(Self.buffer(frames: 10000) { _ in 0.5 }) { dropped.fulfill() }
         player.stop()
-        wait(for: [dropped], timeout: 5)
         XCTAssertFalse(player.isPlaying)
+        // Offline, the next render carries the stop out.
         XCTAssertEqual(try Self.render(engine, frames: 100, block: 100)[0].map(abs).max(), 0)
+        wait(for: [dropped], timeout: 5)
         engine.stop()
     }
 
@@ -464,5 +465,57 @@ final class AudioEngineSampleGraphTests: XCTestCase {
         let left = heard[0][(on + 4800)..<(on + 24000)], right = heard[1][(on + 4800)..<(on + 24000)]
         XCTAssertEqual(SignalAnalysis.rmsDB(left), 20 * log10(0.5 / 2.squareRoot()), accuracy: 0.3)
         XCTAssertLessThan(SignalAnalysis.rmsDB(right), -40)
+    }
+}
+
+/// A player at another rate than the engine's: the mixer resamples it.
+final class AudioEngineResamplingTests: XCTestCase {
+    func testAPlayerAt44100IsResampledTo48000() throws {
+        let engine = try AudioEngineOfflineTests.offlineEngine()
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        let format = AVAudioFormat(standardFormatWithSampleRate: 44100, channels: 2)!
+        engine.connect(player, to: engine.mainMixerNode, format: format)
+        let tone = AVAudioPCMBuffer(pcmFormat: format, frameCapacity: 44100)!
+        for c in 0..<2 { for i in 0..<44100 { tone.floatChannelData![c][i] = Float(0.5 * sin(2 * Double.pi * 1000 * Double(i) / 44100)) } }
+        tone.frameLength = 44100
+        player.scheduleBuffer(tone)
+        try engine.start()
+        player.play()
+        let out = try AudioEngineOfflineTests.render(engine, frames: 60000)[0]
+        XCTAssertEqual(SignalAnalysis.frequency(out[4800..<43200], sampleRate: 48000), 1000, accuracy: 0.5)
+        XCTAssertEqual(SignalAnalysis.rmsDB(out[4800..<43200]), 20 * log10(0.5 / 2.squareRoot()), accuracy: 0.1)
+        XCTAssertEqual(SignalAnalysis.offset(out, threshold: 0.05) ?? 0, 48000, accuracy: 48, "one second at the engine's rate")
+        engine.stop()
+    }
+}
+
+/// A file through time pitch (faster), EQ and reverb into a mixer at another rate, rendered in
+/// slices of the manual maximum: the units ask their sources for no more than a slice at a time
+/// (a time pitch at 1.25 asking for 5,184 frames of a 4,096-frame player went silent once).
+final class AudioEngineChainTests: XCTestCase {
+    func testLargeSlicesThroughTimePitchAndResamplingKeepTheSound() throws {
+        let engine = try AudioEngineOfflineTests.offlineEngine()
+        let format = AVAudioFormat(standardFormatWithSampleRate: 44100, channels: 2)!
+        let player = AVAudioPlayerNode(), pitch = AVAudioUnitTimePitch(), eq = AVAudioUnitEQ(numberOfBands: 2), reverb = AVAudioUnitReverb()
+        pitch.rate = 1.25
+        for node in [player, pitch, eq, reverb] as [AVAudioNode] { engine.attach(node) }
+        engine.connect(player, to: pitch, format: format)
+        engine.connect(pitch, to: eq, format: format)
+        engine.connect(eq, to: reverb, format: format)
+        engine.connect(reverb, to: engine.mainMixerNode, format: format)
+        let tone = AVAudioPCMBuffer(pcmFormat: format, frameCapacity: 44100)!
+        for c in 0..<2 { for i in 0..<44100 { tone.floatChannelData![c][i] = Float(0.5 * sin(2 * Double.pi * 1000 * Double(i) / 44100)) } }
+        tone.frameLength = 44100
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("engine-chain-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        _ = try runTool("ffmpeg", ["-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "aevalsrc=0.3*sin(2*PI*220*t)+0.05*(random(0)-0.5)|0.3*sin(2*PI*277*t):s=44100:d=5", "-c:a", "pcm_s16le", dir.appendingPathComponent("a.wav").path], in: dir)
+        let file = try AVAudioFile(forReading: dir.appendingPathComponent("a.wav"))
+        player.scheduleFile(file, at: nil)
+        try engine.start()
+        player.play()
+        let out = try AudioEngineOfflineTests.render(engine, frames: 48000 * 4, block: 4096)[0]
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for k in 0..<8 { XCTAssertGreaterThan(SignalAnalysis.rmsDB(out[(k * 24000)..<((k + 1) * 24000)]), -20, "half second \(k)") }
     }
 }

@@ -73,21 +73,27 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     }
 
     deinit {
-        if running { _ = AudioOutputUnitStop(ioUnit.ref) }
+        if let unit = madeIOUnit {
+            if running { AudioOutputUnitStop(unit.ref) }
+            AudioUnitObject.unregister(unit)
+        }
         removeDeviceListener()
         for node in nodes.values {
             node.attachedEngine = nil
         }
-        AudioUnitObject.unregister(ioUnit)
     }
 
+    private var madeIOUnit: AudioUnitObject?
+
     /// The I/O unit both I/O nodes stand on (RemoteIO), made on first use.
-    private(set) lazy var ioUnit: AudioUnitObject = {
+    var ioUnit: AudioUnitObject {
+        if let unit = madeIOUnit { return unit }
         let unit = AudioUnitObject.make(type: kAudioUnitType_Output, subType: kAudioUnitSubType_RemoteIO)!
         var cb = AURenderCallbackStruct(inputProc: EngineDriver.callback, inputProcRefCon: Unmanaged.passUnretained(driver).toOpaque())
         AudioUnitSetProperty(unit.ref, kAudioUnitProperty_SetRenderCallback, kAudioUnitScope_Input, 0, &cb, UInt32(MemoryLayout<AURenderCallbackStruct>.size))
+        madeIOUnit = unit
         return unit
-    }()
+    }
 
     // MARK: The three nodes every engine has
 

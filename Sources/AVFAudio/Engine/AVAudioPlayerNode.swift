@@ -165,7 +165,8 @@ open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing, @unchecked Sendable {
             handler?(type)
             return
         }
-        if !(attachedEngine?.isRunning ?? false) || attachedEngine?.isInManualRenderingMode == true { player.serviceWhileIdle() }
+        // Nothing renders: apply it now (a running engine's renders apply it, offline ones included).
+        if !(attachedEngine?.isRunning ?? false) { player.serviceWhileIdle() }
     }
 
     // MARK: Transport
@@ -193,8 +194,10 @@ open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing, @unchecked Sendable {
     /// player time back to 0.
     open func stop() {
         player.stop()
-        if !(attachedEngine?.isRunning ?? false) || attachedEngine?.isInManualRenderingMode == true {
+        if !(attachedEngine?.isRunning ?? false) {
             player.serviceWhileIdle()
+        } else if attachedEngine?.isInManualRenderingMode == true {
+            // The next renderOffline (on the caller's thread) carries it out.
         } else {
             // The render thread carries it out at its next cycle.
             let deadline = Date(timeIntervalSinceNow: 0.5)

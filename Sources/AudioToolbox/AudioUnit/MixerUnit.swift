@@ -42,6 +42,7 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
     private var resamplerRefs = UnsafeMutablePointer<UInt>.allocate(capacity: 1)
     private var resampled = UnsafeMutablePointer<Float>.allocate(capacity: 1)
     private var resampledFrames = 0
+    private var sliceLimit = 4096
 
     deinit {
         resamplerRefs.deallocate()
@@ -67,6 +68,7 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
         }
         resampled.deallocate()
         resampledFrames = frames
+        sliceLimit = frames
         resampled = .allocate(capacity: 16 * frames)
         resampled.initialize(repeating: 0, count: 16 * frames)
         return noErr
@@ -130,10 +132,13 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
             let resampler = UnsafeRawPointer(bitPattern: resamplerRefs[i]).map { Unmanaged<PullResampler>.fromOpaque($0) }
             if let resampler {
                 let ok = resampler._withUnsafeGuaranteedRef { r -> Bool in
-                    let need = r.needed(forOutput: frames)
-                    if need > 0 {
-                        guard pull(input: i, flags: flags, time: time, frames: need) == noErr else { return false }
-                        r.take({ UnsafePointer(input[$0].mData!.assumingMemoryBound(to: Float.self)) }, frames: need)
+                    // In pulls no larger than a slice: the source renders at most that many frames.
+                    var need = r.needed(forOutput: frames)
+                    while need > 0 {
+                        let n = min(need, self.sliceLimit)
+                        guard pull(input: i, flags: flags, time: time, frames: n) == noErr else { return false }
+                        r.take({ UnsafePointer(input[$0].mData!.assumingMemoryBound(to: Float.self)) }, frames: n)
+                        need -= n
                     }
                     r.produce({ self.resampled + $0 * self.resampledFrames }, frames: frames)
                     return true

@@ -65,7 +65,7 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
     package let completions = SPSCRing<PlayerCompletion>(minimumCapacity: 2048)
     package let completionWakeup = Wakeup()
     // Render side.
-    private var queue: [PlayerSegment] = []
+    private let queue = SegmentQueue(capacity: 1024)
     private var position = 0
     private var playerTime: Int64 = 0
     private let playing = Atomic<Bool>(false)
@@ -87,7 +87,6 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
 
     package init(component: AudioComponentEntry, sampleRate: Double, channels: Int) {
         super.init(component: component, inputs: 0, outputs: 1, format: Self.canonical(sampleRate: sampleRate, channels: channels), parameters: [])
-        queue.reserveCapacity(1024)
     }
 
     deinit { scratch.deallocate() }
@@ -147,7 +146,7 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
                     while !queue.isEmpty { complete(queue.removeFirst(), hostTime: 0) }
                     position = 0
                 }
-                if queue.count < queue.capacity { queue.append(segment) } else { complete(segment, hostTime: 0) }
+                if !queue.append(segment) { complete(segment, hostTime: 0) }
             case .stop:
                 while !queue.isEmpty { complete(queue.removeFirst(), hostTime: 0) }
                 position = 0
@@ -205,7 +204,7 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
         var done = first
         var audible = false
         while done < frames, !queue.isEmpty {
-            var segment = queue[0]
+            var segment = queue.first
             // A segment with a start time waits, silent, until the player time reaches it.
             if let at = segment.at, position == 0, at > playerTime + Int64(done - first) {
                 let wait = Int(min(Int64(frames - done), at - (playerTime + Int64(done - first))))
@@ -220,7 +219,7 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
                 done += n
             }
             if position >= segment.frames {
-                let interrupted = queue.count > 1 && queue[1].interruptsAtLoop
+                let interrupted = queue.count > 1 && queue.second.interruptsAtLoop
                 if segment.loops && !interrupted && segment.frames > 0 {
                     position = 0
                 } else {
@@ -264,5 +263,39 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
                 for i in 0..<got { d[i] = scratch[i * sc + sourceChannel] }
             }
         }
+    }
+}
+
+/// The render side's schedule: a fixed ring of segments (no allocation, no generic code paths
+/// that instantiate metadata on first use).
+private final class SegmentQueue {
+    private let storage: UnsafeMutablePointer<PlayerSegment>
+    let capacity: Int
+    private var head = 0
+    private(set) var count = 0
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        storage = .allocate(capacity: capacity)
+    }
+
+    deinit { storage.deallocate() }
+
+    var isEmpty: Bool { count == 0 }
+    var first: PlayerSegment { storage[head] }
+    var second: PlayerSegment { storage[(head + 1) % capacity] }
+
+    func append(_ segment: PlayerSegment) -> Bool {
+        guard count < capacity else { return false }
+        (storage + (head + count) % capacity).initialize(to: segment)
+        count += 1
+        return true
+    }
+
+    func removeFirst() -> PlayerSegment {
+        let segment = storage[head]
+        head = (head + 1) % capacity
+        count -= 1
+        return segment
     }
 }

@@ -81,10 +81,13 @@ final class VarispeedUnit: RateUnit, @unchecked Sendable {
             return pull(input: 0, flags: flags, time: time, frames: frames, into: output)
         }
         resampler.setRatio(currentRate())
-        let need = resampler.needed(forOutput: frames)
-        if need > 0 {
-            guard let input = pullInput(flags: flags, time: time, frames: need) else { return kAudioUnitErr_NoConnection }
-            resampler.take({ UnsafePointer(input[min($0, input.count - 1)].mData!.assumingMemoryBound(to: Float.self)) }, frames: need)
+        // In pulls no larger than a slice: what feeds this unit renders at most that many frames.
+        var need = resampler.needed(forOutput: frames)
+        while need > 0 {
+            let n = min(need, Int(maximumFramesPerSlice))
+            guard let input = pullInput(flags: flags, time: time, frames: n) else { return kAudioUnitErr_NoConnection }
+            resampler.take({ UnsafePointer(input[min($0, input.count - 1)].mData!.assumingMemoryBound(to: Float.self)) }, frames: n)
+            need -= n
         }
         resampler.produce({ out[min($0, out.count - 1)].mData!.assumingMemoryBound(to: Float.self) }, frames: frames)
         return noErr
@@ -181,10 +184,11 @@ final class TimePitchUnit: RateUnit, @unchecked Sendable {
         var pulls = 0
         while got < wanted {
             got += p.read(into: interleaved + got * sc, maxFrames: wanted - got)
-            guard got < wanted, pulls < 16 else { break }
+            guard got < wanted, pulls < 64 else { break }
             pulls += 1
             // Feed the processor about what the rest needs at this speed.
-            let need = min(pulledCapacity, max(64, Int(Double(wanted - got) * rate / pitch) + 64))
+            // In pulls no larger than a slice: what feeds this unit renders at most that many frames.
+            let need = min(Int(maximumFramesPerSlice), max(64, Int(Double(wanted - got) * rate / pitch) + 64))
             guard let input = pullInput(flags: flags, time: time, frames: need) else { return kAudioUnitErr_NoConnection }
             // The processor takes interleaved frames; the planar scratch holds them meanwhile.
             for c in 0..<sc {
