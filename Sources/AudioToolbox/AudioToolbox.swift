@@ -49,6 +49,21 @@
 //    reads the server's devices after each event and calls property listeners (procs there,
 //    blocks on their queue). System sounds' completions come from the control thread through a
 //    private queue (blocks) or the run loop given.
+// 9. An I/O unit's render threads (`AudioOutputUnitStart`; an AVAudioEngine's output and input):
+//    the main-loop threads of two connections of the unit's own (playing and recording),
+//    SCHED_FIFO where allowed. The playing one pulls the render callback (an engine: its whole
+//    graph, source and sink node blocks included, as Apple documents them real-time); the
+//    recording one calls the input callback. The same rules as the server thread: units render
+//    from atomics and memory made at initialize, reach each other through unretained references
+//    (`RenderRegistry` for `AudioUnitRender` by reference), and hand taps, completions and file
+//    reads to threads 10–12 through rings and semaphore posts. Rewiring an engine holds its
+//    cycles at a gate (`EngineDriver`), never a lock. Checked by openavf-rtcheck's `engine`.
+// 10. A tap's thread ("AVAudioNode tap", one per installed tap): sleeps on the tap's semaphore,
+//    gathers `bufferSize` frames and calls the tap block.
+// 11. A player node's completion thread ("AVAudioPlayerNode", one per player node): sleeps on
+//    the unit's completion semaphore and calls completion handlers, each once.
+// 12. A file feeder's thread ("AVAudioPlayerNode file", one per scheduled file segment while it
+//    plays): decodes about a second ahead into a ring, woken by the render side's reads.
 //
 // Lock order, outermost first: a thread holding one of these never takes one above it.
 // 1. AVAudioPlayer's decode lock (`PlayerDecoder.lock`: held while decoding and enqueueing, and
@@ -58,7 +73,8 @@
 // 3. `AudioQueueObject.lock` (the queue's state).
 // 4. The audio environment's lock (taken when a queue first opens a stream and connects).
 // 5. `PulseBackend`'s ducking-trigger lock; CoreAudio's IOProc table (`DeviceIO`), then its
-//    device snapshot (`Hardware`); the system sounds' table.
+//    device snapshot (`Hardware`); the system sounds' table. An AVAudioEngine's lock, then an
+//    audio unit's lock (`AudioUnitObject.lock`), then `RenderRegistry`'s writer lock.
 // 6. A `PulseConnection`'s main-loop lock (control or audio): innermost. Nothing of ours is
 //    taken while it is held, on any thread.
 // Leaves (held only around their own data, never while taking another): AVAudioPlayer's

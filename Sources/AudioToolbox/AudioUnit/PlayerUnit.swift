@@ -248,7 +248,9 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
             let wanted = min(count, 4096) * sc
             var got = ring._withUnsafeGuaranteedRef { $0.read(into: scratch, count: wanted) }
             let wake = UnsafeRawPointer(bitPattern: segment.wakeBits).map { Unmanaged<Wakeup>.fromOpaque($0) }
-            wake?._withUnsafeGuaranteedRef { $0.signal() }
+            // The feeder is woken once the ring is half empty, not on every read: a wake-up a
+            // slice would cost a context switch a slice.
+            if ring._withUnsafeGuaranteedRef({ $0.available < $0.capacity / 2 }) { wake?._withUnsafeGuaranteedRef { $0.signal() } }
             if got < wanted, waitsForFiles.load(ordering: .relaxed), let data = UnsafeRawPointer(bitPattern: segment.dataBits) {
                 let more = Unmanaged<Wakeup>.fromOpaque(data)
                 while got < wanted, more._withUnsafeGuaranteedRef({ $0.wait(timeout: 1) }) {
