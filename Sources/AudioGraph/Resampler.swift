@@ -44,7 +44,9 @@ package final class PullResampler: @unchecked Sendable {
     /// only computes). Clamped to what the converter was made for.
     package func setRatio(_ r: Double) {
         ratio = min(max(r, 1.0 / 64), maximumRatio)
-        if min(1, 1 / ratio) * 0.97 != cutoff { buildTable() }
+        // The filter follows the ratio in steps of 2 % of its cutoff: a rate that glides rebuilds
+        // it now and then, not every slice.
+        if abs(min(1, 1 / ratio) * 0.97 - cutoff) > 0.02 * cutoff { buildTable() }
     }
 
     /// The windowed-sinc table for the current ratio: normalised to unit gain per phase.

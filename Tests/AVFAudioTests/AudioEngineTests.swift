@@ -519,3 +519,32 @@ final class AudioEngineChainTests: XCTestCase {
         for k in 0..<8 { XCTAssertGreaterThan(SignalAnalysis.rmsDB(out[(k * 24000)..<((k + 1) * 24000)]), -20, "half second \(k)") }
     }
 }
+
+/// Changes made to a running engine: taps, the input node connected, a reset.
+final class AudioEngineRunningChangesTests: XCTestCase {
+    func testATapAndTheInputJoinARunningEngineWhichGoesOn() throws {
+        _ = try TestSound.server()
+        let engine = AVAudioEngine()
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        let format = AudioEngineOfflineTests.stereo
+        engine.connect(player, to: engine.mainMixerNode, format: format)
+        player.scheduleBuffer(AudioEngineOfflineTests.buffer(frames: 4800, AudioEngineOfflineTests.sine(440)), at: nil, options: .loops)
+        try engine.start()
+        player.play()
+        defer { engine.stop() }
+        let times = Mutex<[AVAudioFramePosition]>([])
+        engine.mainMixerNode.installTap(onBus: 0, bufferSize: 4800, format: nil) { _, time in times.withLock { $0.append(time.sampleTime) } }
+        XCTAssertTrue(waitUntil(timeout: 5) { times.withLock { $0.count } >= 3 }, "a tap installed on a running engine hears it")
+        // The microphone joins the mix while the engine runs: the output's streams restart.
+        engine.connect(engine.inputNode, to: engine.mainMixerNode, format: engine.inputNode.outputFormat(forBus: 0))
+        XCTAssertTrue(engine.isRunning)
+        let after = times.withLock { $0.count }
+        XCTAssertTrue(waitUntil(timeout: 5) { times.withLock { $0.count } >= after + 3 }, "the engine renders on after the input joined")
+        let started = Date()
+        engine.reset()
+        XCTAssertLessThan(Date().timeIntervalSince(started), 0.3, "a reset does not wait on the render thread")
+        XCTAssertFalse(player.isPlaying, "reset stops players")
+        engine.mainMixerNode.removeTap(onBus: 0)
+    }
+}

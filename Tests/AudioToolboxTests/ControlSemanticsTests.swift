@@ -251,8 +251,11 @@ final class ControlSemanticsTests: XCTestCase {
         AudioQueueDispose(inQ, true)
 
         let onset = try XCTUnwrap(SignalAnalysis.onset(samples, threshold: 0.05))
-        let bufferIndex = onset / 480
-        let heard = Double(stamps[bufferIndex].mHostTime) + Double(onset - bufferIndex * 480) / rate * 1e9
+        // The capture clock: each buffer's stamp less its place in the recording, the median of
+        // them all. One buffer's stamp can be a server period (5.3 ms) off when the server's
+        // latency estimate moves; CI once read the start 5.3 ms early from a single stamp.
+        let origins = stamps.indices.map { Double(stamps[$0].mHostTime) - Double($0 * 480) / rate * 1e9 }.sorted()
+        let heard = origins[origins.count / 2] + Double(onset) / rate * 1e9
         let error = (heard - Double(start.mHostTime)) / 1e6
         print("start time error: \(error) ms")
         XCTAssertEqual(error, 0, accuracy: 2, "started \(error) ms from the requested time")

@@ -1,6 +1,7 @@
 public import AudioToolbox
 public import Foundation
 import CoreAudio
+import Synchronization
 
 public enum AVAudioEngineManualRenderingMode: Int, Sendable {
     case offline = 0
@@ -64,7 +65,10 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     private var manualMode: AVAudioEngineManualRenderingMode?
     private var manualFormat: AVAudioFormat?
     private var manualMaximumFrames: AVAudioFrameCount = 0
-    private var manualSampleTime: AVAudioFramePosition = 0
+    /// The manual rendering sample time and whether manual renders may run: atomics, for the
+    /// real-time block, which takes no lock.
+    private let manualSample = Atomic<Int64>(0)
+    private let rendersManually = Atomic<Bool>(false)
     private var deviceListener: AudioObjectPropertyListenerBlock?
     private let listenerQueue = DispatchQueue(label: "AVAudioEngine configuration")
 
@@ -119,7 +123,7 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         if let node = _inputNode { return node }
         _ = outputNode
         let node = AVAudioInputNode(unit: ioUnit)
-        reconfigure {
+        reconfigure(touchingIO: true) {
             var on: UInt32 = 1
             let wasInitialized = ioUnit.isInitialized
             if wasInitialized { AudioUnitUninitialize(ioUnit.ref) }
@@ -204,7 +208,8 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         defer { lock.unlock() }
         precondition(nodes[ObjectIdentifier(node1)] != nil && nodes[ObjectIdentifier(node2)] != nil, "AVAudioEngine.connect: both nodes must be attached")
         let format = format ?? node1.outputFormat(forBus: bus1)
-        reconfigure {
+        let touchingIO = node1.unit === madeIOUnit || node2.unit === madeIOUnit
+        reconfigure(touchingIO: touchingIO) {
             // What was there before goes: node2's input, and (a single output) node1's output bus.
             disconnectLocked(input: node2, bus: bus2)
             disconnectLocked(output: node1, bus: bus1)
@@ -213,13 +218,21 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
             let sourceBus = node1.unitOutputBus(bus1), destinationBus = node2.unitInputBus(bus2)
             if let mixer = node2 as? AVAudioMixerNode { mixer.ensureInputs(destinationBus + 1) }
             for unit in [node1.unit, node2.unit] where unit.isInitialized { AudioUnitUninitialize(unit.ref) }
-            AudioUnitSetProperty(node1.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, UInt32(sourceBus), &asbd, size)
+            var statuses = [AudioUnitSetProperty(node1.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, UInt32(sourceBus), &asbd, size)]
             if node1.unit.isInPlaceEffect {
-                AudioUnitSetProperty(node1.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, 0, &asbd, size)
+                statuses.append(AudioUnitSetProperty(node1.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, 0, &asbd, size))
             }
-            AudioUnitSetProperty(node2.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, UInt32(destinationBus), &asbd, size)
+            statuses.append(AudioUnitSetProperty(node2.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, UInt32(destinationBus), &asbd, size))
             if node2.unit.isInPlaceEffect {
-                AudioUnitSetProperty(node2.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, 0, &asbd, size)
+                statuses.append(AudioUnitSetProperty(node2.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, 0, &asbd, size))
+            }
+            // Apple raises on a format a node cannot take; here the connection is not made, and
+            // says why (the nodes render in the engine's standard format: 32-bit float,
+            // non-interleaved).
+            if let refused = statuses.first(where: { $0 != noErr && $0 != kAudioUnitErr_PropertyNotWritable }) {
+                FileHandle.standardError.write(Data("AVAudioEngine.connect: \(format) cannot connect \(type(of: node1)) to \(type(of: node2)) (\(refused)); the nodes are not connected\n".utf8))
+                if prepared { for unit in [node1.unit, node2.unit] { AudioUnitInitialize(unit.ref) } }
+                return
             }
             if node2 !== _outputNode {
                 var connection = AudioUnitConnection(sourceAudioUnit: node1.unit.ref, sourceOutputNumber: UInt32(sourceBus), destInputNumber: UInt32(destinationBus))
@@ -309,18 +322,33 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         }
     }
 
-    /// Called when taps or sinks change: the render plan is made again.
-    func graphChanged() {
+    /// Runs `body` (a node's change: a tap) with no render cycle in progress, and renews the plan.
+    func rewire(_ body: () -> Void) {
         lock.lock()
         defer { lock.unlock() }
-        if prepared { installPlan() }
+        reconfigure(body)
     }
 
-    /// Runs a change with no render cycle in progress, then renews the plan.
-    private func reconfigure(_ body: () -> Void) {
+    /// Runs `body` now if nothing renders (the engine stopped or paused), under the engine's
+    /// lock so that a start waits for it; false when the engine renders (its render side will).
+    func whileNotRendering(_ body: () -> Void) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        // Offline renders run on the app's thread under this lock, so they too are excluded.
+        guard !running || manualMode == .offline || driver.cyclesHeld else { return false }
+        body()
+        return true
+    }
+
+    /// Runs a change with no render cycle in progress, then renews the plan. A change to the I/O
+    /// unit's formats (a connection to or from an I/O node) restarts its streams when running.
+    private func reconfigure(touchingIO: Bool = false, _ body: () -> Void) {
         driver.withCyclesHeld {
+            let restart = touchingIO && running && manualMode == nil
+            if restart { AudioOutputUnitStop(ioUnit.ref) }
             body()
             if prepared { installPlan() }
+            if restart && AudioOutputUnitStart(ioUnit.ref) != noErr { stopRendering() }
         }
     }
 
@@ -368,7 +396,7 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         for node in nodes.values where !node.unit.isInitialized { AudioUnitInitialize(node.unit.ref) }
         driver.sampleRate = outputNode.inputFormat(forBus: 0).sampleRate
         prepared = true
-        installPlan()
+        reconfigure {}
     }
 
     /// Starts rendering: the output pulls the graph from now on (or, in manual rendering mode,
@@ -384,6 +412,9 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
             guard status == noErr else { throw statusError(status, "AVAudioEngine.start: a node cannot render in its format") }
         }
         for case let player as AVAudioPlayerNode in nodes.values { player.rendersOffline(manualMode == .offline) }
+        // Real-time manual rendering renders on the app's real-time thread: rewiring holds it at
+        // the gate as it holds the output's.
+        if manualMode == .realtime { driver.rendering.store(true, ordering: .releasing) }
         if manualMode == nil {
             driver.rendering.store(true, ordering: .releasing)
             let status = AudioOutputUnitStart(ioUnit.ref)
@@ -394,6 +425,7 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
             addDeviceListener()
         }
         running = true
+        rendersManually.store(manualMode != nil, ordering: .releasing)
     }
 
     /// Stops rendering; nodes keep their state and schedules, so ``start()`` goes on from here.
@@ -419,6 +451,8 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     private func stopRendering() {
         guard running else { return }
         running = false
+        rendersManually.store(false, ordering: .releasing)
+        if manualMode == .realtime { driver.rendering.store(false, ordering: .releasing) }
         if manualMode == nil {
             AudioOutputUnitStop(ioUnit.ref)
             driver.rendering.store(false, ordering: .releasing)
@@ -431,7 +465,10 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         reconfigure {
-            for node in nodes.values { node.reset() }
+            for node in nodes.values {
+                if let player = node as? AVAudioPlayerNode { player.stopWithCyclesHeld() }
+                AudioUnitReset(node.unit.ref, kAudioUnitScope_Global, 0)
+            }
         }
     }
 
@@ -482,7 +519,8 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         manualMode = mode
         manualFormat = pcmFormat
         manualMaximumFrames = maximumFrameCount
-        manualSampleTime = 0
+        manualMaximumFrameLimit.store(maximumFrameCount, ordering: .relaxed)
+        manualSample.store(0, ordering: .relaxed)
         reconfigure {
             for node in nodes.values where node.unit.isInitialized { AudioUnitUninitialize(node.unit.ref) }
             prepared = false
@@ -516,7 +554,7 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     open var manualRenderingMode: AVAudioEngineManualRenderingMode { lock.withLock { manualMode ?? .offline } }
     open var manualRenderingFormat: AVAudioFormat { lock.withLock { manualFormat ?? outputNode.inputFormat(forBus: 0) } }
     open var manualRenderingMaximumFrameCount: AVAudioFrameCount { lock.withLock { manualMaximumFrames } }
-    open var manualRenderingSampleTime: AVAudioFramePosition { lock.withLock { manualSampleTime } }
+    open var manualRenderingSampleTime: AVAudioFramePosition { manualSample.load(ordering: .relaxed) }
 
     /// Renders `numberOfFrames` frames of the graph into `buffer` (in the manual rendering
     /// format) on the caller's thread.
@@ -538,27 +576,38 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     }
 
     private func renderManual(_ frames: AVAudioFrameCount, into list: UnsafeMutablePointer<AudioBufferList>, status: inout OSStatus) -> AVAudioEngineManualRenderingStatus {
+        guard rendersManually.load(ordering: .acquiring), frames <= manualMaximumFrameLimit.load(ordering: .relaxed) else {
+            status = kAudioUnitErr_CannotDoInCurrentContext
+            return .cannotDoInCurrentContext
+        }
+        let sample = manualSample.load(ordering: .relaxed)
         var time = AudioTimeStamp()
-        time.mSampleTime = Double(manualSampleTime)
-        time.mHostTime = UInt64(Double(manualSampleTime) / driver.sampleRate * 1e9)
+        time.mSampleTime = Double(sample)
+        time.mHostTime = UInt64(Double(sample) / driver.sampleRate * 1e9)
         time.mRateScalar = 1
         time.mFlags = [.sampleTimeValid, .hostTimeValid, .rateScalarValid]
         let buffers = UnsafeMutableAudioBufferListPointer(list)
         for b in 0..<buffers.count { buffers[b].mDataByteSize = frames * 4 }
         var flags = AudioUnitRenderActionFlags()
         status = driver.render(flags: &flags, time: &time, frames: Int(frames), data: list)
-        manualSampleTime += AVAudioFramePosition(frames)
+        manualSample.store(sample + AVAudioFramePosition(frames), ordering: .relaxed)
         return status == noErr ? .success : .error
     }
 
-    /// For `.realtime` manual rendering: render from the caller's real-time thread. The block
-    /// takes no lock the control side holds for long (it reads the sample time and renders).
+    private let manualMaximumFrameLimit = Atomic<UInt32>(0)
+
+    /// For `.realtime` manual rendering: render from the caller's real-time thread, which takes
+    /// no lock and counts no references (the engine must outlive the block, as on Apple's
+    /// platforms). `.cannotDoInCurrentContext` while the engine is not running.
     open var manualRenderingBlock: AVAudioEngineManualRenderingBlock {
-        { [unowned self] frames, data, error in
-            var status = noErr
-            let result = self.renderManual(frames, into: data, status: &status)
-            error?.pointee = status
-            return result
+        let me = Unmanaged.passUnretained(self)
+        return { frames, data, error in
+            me._withUnsafeGuaranteedRef { engine in
+                var status = noErr
+                let result = engine.renderManual(frames, into: data, status: &status)
+                error?.pointee = status
+                return result
+            }
         }
     }
 }

@@ -77,13 +77,21 @@ open class AVAudioNode: NSObject, @unchecked Sendable {
     /// One tap per bus; a second install on the same bus is ignored.
     open func installTap(onBus bus: AVAudioNodeBus, bufferSize: AVAudioFrameCount, format: AVAudioFormat?, block tapBlock: @escaping AVAudioNodeTapBlock) {
         let busFormat = outputFormat(forBus: bus)
+        guard bus >= 0, bus < numberOfOutputs else { return }
         tapLock.lock()
-        defer { tapLock.unlock() }
-        guard taps[bus] == nil, bus >= 0, bus < numberOfOutputs else { return }
+        guard taps[bus] == nil else {
+            tapLock.unlock()
+            return
+        }
         let runner = TapRunner(format: busFormat, bufferSize: Int(max(bufferSize, 1)), block: tapBlock)
         taps[bus] = runner
-        unit.setTap(runner.tap, bus: unitOutputBus(bus))
-        attachedEngine?.graphChanged()
+        tapLock.unlock()
+        let unitBus = unitOutputBus(bus)
+        if let engine = attachedEngine {
+            engine.rewire { unit.setTap(runner.tap, bus: unitBus) }
+        } else {
+            unit.setTap(runner.tap, bus: unitBus)
+        }
     }
 
     open func removeTap(onBus bus: AVAudioNodeBus) {
@@ -91,9 +99,14 @@ open class AVAudioNode: NSObject, @unchecked Sendable {
         let runner = taps.removeValue(forKey: bus)
         tapLock.unlock()
         guard let runner else { return }
-        unit.setTap(nil, bus: unitOutputBus(bus))
+        let unitBus = unitOutputBus(bus)
+        // With the engine's cycles held, no render is inside the tap when it goes.
+        if let engine = attachedEngine {
+            engine.rewire { unit.setTap(nil, bus: unitBus) }
+        } else {
+            unit.setTap(nil, bus: unitBus)
+        }
         runner.finish()
-        attachedEngine?.graphChanged()
     }
 
     /// The busses with a tap (for the engine's plan).

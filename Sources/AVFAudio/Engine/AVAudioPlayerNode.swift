@@ -45,6 +45,8 @@ open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing, @unchecked Sendable {
     }
     private var pending: [UInt64: Pending] = [:]
     private let pendingLock = NSLock()
+    /// Serializes writers of the render side's command ring, and its idle servicing.
+    private let commandLock = NSLock()
     private var nextToken: UInt64 = 1
     private let delivering = Atomic<Bool>(true)
 
@@ -141,10 +143,16 @@ open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing, @unchecked Sendable {
         enqueue(segment, keep: feeder, feeder: feeder, type: callbackType, handler: completionHandler)
     }
 
+    /// The player time (frames since play) of `when`: its sample time at the output's rate, or,
+    /// for a host time alone, the player time the last render puts at that host time.
     private func playerSample(_ when: AVAudioTime?) -> Int64? {
-        guard let when, when.isSampleTimeValid else { return nil }
+        guard let when else { return nil }
         let rate = outputFormat(forBus: 0).sampleRate
-        return when.sampleRate > 0 && when.sampleRate != rate ? Int64((Double(when.sampleTime) * rate / when.sampleRate).rounded()) : when.sampleTime
+        if when.isSampleTimeValid {
+            return when.sampleRate > 0 && when.sampleRate != rate ? Int64((Double(when.sampleTime) * rate / when.sampleRate).rounded()) : when.sampleTime
+        }
+        guard when.isHostTimeValid, let node = attachedEngine?.driver.lastRenderTime(), let player = playerTime(forNodeTime: node) else { return nil }
+        return player.sampleTime + Int64(((Double(when.hostTime) - Double(node.hostTime)) / 1e9 * rate).rounded())
     }
 
     private func enqueue(
@@ -157,7 +165,10 @@ open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing, @unchecked Sendable {
         nextToken += 1
         pending[segment.token] = Pending(handler: handler, type: type, keep: keep, feeder: feeder)
         pendingLock.unlock()
-        if !player.schedule(segment) {
+        // One writer at a time into the render side's command ring (apps schedule from
+        // completion handlers and from their own threads at once).
+        let queued = commandLock.withLock { player.schedule(segment) }
+        if !queued {
             pendingLock.lock()
             pending[segment.token] = nil
             pendingLock.unlock()
@@ -165,8 +176,17 @@ open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing, @unchecked Sendable {
             handler?(type)
             return
         }
-        // Nothing renders: apply it now (a running engine's renders apply it, offline ones included).
-        if !(attachedEngine?.isRunning ?? false) { player.serviceWhileIdle() }
+        serviceIfIdle()
+    }
+
+    /// Applies what was sent to the render side now, when nothing renders (the engine stopped,
+    /// paused, or offline between renders): one thread at a time, and never while it renders.
+    private func serviceIfIdle() {
+        if let engine = attachedEngine {
+            _ = engine.whileNotRendering { commandLock.withLock { player.serviceWhileIdle() } }
+        } else {
+            commandLock.withLock { player.serviceWhileIdle() }
+        }
     }
 
     // MARK: Transport
@@ -193,25 +213,28 @@ open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing, @unchecked Sendable {
     /// Stops, drops everything scheduled (each completion handler is called) and sets the
     /// player time back to 0.
     open func stop() {
-        player.stop()
-        if !(attachedEngine?.isRunning ?? false) {
-            player.serviceWhileIdle()
-        } else if attachedEngine?.isInManualRenderingMode == true {
-            // The next renderOffline (on the caller's thread) carries it out.
-        } else {
-            // The render thread carries it out at its next cycle.
+        commandLock.withLock { player.stop() }
+        if let engine = attachedEngine, engine.isRunning, !engine.isInManualRenderingMode {
+            // The render thread carries it out at its next cycle; it is done when stop returns.
             let deadline = Date(timeIntervalSinceNow: 0.5)
             while !player.stopsSettled && Date() < deadline { usleep(500) }
+        }
+        serviceIfIdle()
+    }
+
+    /// The engine holds its cycles (reset): stop and apply it here.
+    func stopWithCyclesHeld() {
+        commandLock.withLock {
+            player.stop()
+            player.serviceWhileIdle()
         }
     }
 
     /// Offline rendering waits for a file's decoding instead of playing silence when it lags.
     func rendersOffline(_ offline: Bool) { player.waitsForFiles.store(offline, ordering: .relaxed) }
 
-    func engineStopped() {
-        player.stop()
-        player.serviceWhileIdle()
-    }
+    /// The engine stopped (nothing renders): stop and apply it here.
+    func engineStopped() { stopWithCyclesHeld() }
 
     /// Decodes ahead; here files are always decoded ahead, so this is a hint only.
     open func prepare(withFrameCount frameCount: AVAudioFrameCount) {}
@@ -309,6 +332,8 @@ final class FileFeeder: @unchecked Sendable {
         file.framePosition = start
         self.file = file
         channels = Int(file.processingFormat.channelCount)
+        // The render side reads files of up to 16 channels.
+        guard channels <= 16 else { return nil }
         remaining = frames
         ring = SampleRing(capacity: Int(file.processingFormat.sampleRate) * channels)
         guard let b = AVAudioPCMBuffer(pcmFormat: file.processingFormat, frameCapacity: AVAudioFrameCount(chunk)) else { return nil }

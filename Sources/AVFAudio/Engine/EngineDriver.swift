@@ -52,8 +52,8 @@ final class EngineDriver: @unchecked Sendable {
     }
 
     private let planBits = Atomic<UInt>(0)
-    private var retired: [Plan] = []
-    private let retiredLock = NSLock()
+    /// The plan in force (the render side reads it unretained).
+    private var current: Plan?
     /// Closed (odd) while the control side rewires; the render side answers with ``acknowledged``.
     private let gate = Atomic<Int>(0)
     private let acknowledged = Atomic<Int>(0)
@@ -65,13 +65,15 @@ final class EngineDriver: @unchecked Sendable {
     private let hasRendered = Atomic<Bool>(false)
     var sampleRate = 48000.0
 
-    /// Makes `plan` the one cycles pull from now on.
+    /// Makes `plan` the one cycles pull from now on. Call with the cycles held
+    /// (``withCyclesHeld(_:)``) or nothing rendering: the plan replaced goes at once.
     func install(_ plan: Plan) {
-        retiredLock.lock()
-        retired.append(plan)
-        retiredLock.unlock()
         planBits.store(UInt(bitPattern: Unmanaged.passUnretained(plan).toOpaque()), ordering: .releasing)
+        current = plan
     }
+
+    /// Whether a control thread is inside ``withCyclesHeld(_:)`` (the render side is out of the plan).
+    var cyclesHeld: Bool { gate.load(ordering: .acquiring) & 1 == 1 }
 
     /// Runs `body` with no cycle in progress: while rendering, closes the gate and waits (at most
     /// half a second) for the render thread to pass it; cycles meanwhile are silent.

@@ -105,13 +105,20 @@ public func AudioUnitRemovePropertyListenerWithUserData(
     }
 }
 
+/// An initialized unit is found without a lock (parameters are set and read from render
+/// callbacks); others through the table.
+private func withParameterUnit(_ ref: AudioUnit, _ body: (AudioUnitObject) -> OSStatus) -> OSStatus {
+    if let status = RenderRegistry.withUnit(ref, body) { return status }
+    return withUnit(ref, body)
+}
+
 /// Any thread, the render thread included: an atomic read.
 @discardableResult
 public func AudioUnitGetParameter(
     _ inUnit: AudioUnit, _ inID: AudioUnitParameterID, _ inScope: AudioUnitScope, _ inElement: AudioUnitElement,
     _ outValue: UnsafeMutablePointer<AudioUnitParameterValue>
 ) -> OSStatus {
-    withUnit(inUnit) { unit in
+    withParameterUnit(inUnit) { unit in
         switch unit.parameterIndex(inID, scope: inScope, element: inElement) {
         case let .failure(e): return e.status
         case let .success(i):
@@ -129,7 +136,7 @@ public func AudioUnitSetParameter(
     _ inUnit: AudioUnit, _ inID: AudioUnitParameterID, _ inScope: AudioUnitScope, _ inElement: AudioUnitElement,
     _ inValue: AudioUnitParameterValue, _ inBufferOffsetInFrames: UInt32
 ) -> OSStatus {
-    withUnit(inUnit) { unit in
+    withParameterUnit(inUnit) { unit in
         guard inValue.isFinite else { return kAudioUnitErr_InvalidParameterValue }
         switch unit.parameterIndex(inID, scope: inScope, element: inElement) {
         case let .failure(e): return e.status

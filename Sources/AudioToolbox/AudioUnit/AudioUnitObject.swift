@@ -124,20 +124,20 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
     private let tapCount: Int
     private var tapsKept: [Int: RenderTap] = [:]
 
-    /// Puts a tap on output `bus` (nil removes it). A removed tap is kept until the unit goes,
-    /// so a render that just read it finishes safely.
+    /// Puts a tap on output `bus` (nil removes it). The caller sees that no render is in progress
+    /// (an engine holds its cycles), so the tap replaced can go at once.
     package func setTap(_ tap: RenderTap?, bus: Int) {
         guard bus < tapCount else { return }
         lock.withLock { _ in
-            if let tap { retiredTaps.append(tap) }
-            tapsKept[bus] = tap
             tapSlots[bus].store(tap.map { UInt(bitPattern: Unmanaged.passUnretained($0).toOpaque()) } ?? 0, ordering: .releasing)
+            tapsKept[bus] = tap
         }
     }
-    private var retiredTaps: [RenderTap] = []
 
-    /// The output buffers handed out when a caller passes buffers without memory.
+    /// The output buffers handed out when a caller passes buffers without memory, and how many
+    /// channels of them there are.
     private(set) var outputStorage: UnsafeMutablePointer<Float>?
+    private var outputStorageChannels = 0
 
     /// `inputCapacity` inputs can exist (a mixer's element count can grow to it); `inputs` do.
     init(
@@ -187,11 +187,19 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
         outputStorage?.deallocate()
         outputStorage = .allocate(capacity: max(widest * frames, 1))
         outputStorage!.initialize(repeating: 0, count: max(widest * frames, 1))
+        outputStorageChannels = max(widest, 1)
         maximumFrames.store(frames, ordering: .relaxed)
+        let status = prepareRendering()
+        guard status == noErr else { return status }
+        // Published last: a render that finds the unit initialized finds it whole.
         initializedFlag.store(true, ordering: .releasing)
         RenderRegistry.add(self)
         return noErr
     }
+
+    /// Makes the kind's render state (filters, delay lines, resamplers), after the base's buffers
+    /// and before the unit is published as initialized. Kinds override it.
+    func prepareRendering() -> OSStatus { noErr }
 
     func uninitialize() {
         if initializedFlag.exchange(false, ordering: .acquiringAndReleasing) { RenderRegistry.remove(self) }
@@ -229,6 +237,7 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
         let maximum = maximumFrames.load(ordering: .relaxed)
         for i in 0..<list.count where list[i].mData == nil {
             guard let storage = outputStorage else { return kAudioUnitErr_Uninitialized }
+            guard i < outputStorageChannels else { return kAudio_ParamError }
             list[i].mData = UnsafeMutableRawPointer(storage + i * maximum)
             list[i].mDataByteSize = UInt32(n * 4)
         }

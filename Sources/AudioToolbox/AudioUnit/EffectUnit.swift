@@ -12,9 +12,11 @@ class EffectUnit: AudioUnitObject, @unchecked Sendable {
     override func initialize() -> OSStatus {
         let i = inputFormats[0], o = outputFormats[0]
         guard i.mSampleRate == o.mSampleRate, i.mChannelsPerFrame == o.mChannelsPerFrame else { return kAudioUnitErr_FormatNotSupported }
-        let status = super.initialize()
-        guard status == noErr else { return status }
-        prepare(channels: Int(o.mChannelsPerFrame), sampleRate: o.mSampleRate)
+        return super.initialize()
+    }
+
+    override func prepareRendering() -> OSStatus {
+        prepare(channels: Int(outputFormats[0].mChannelsPerFrame), sampleRate: outputFormats[0].mSampleRate)
         return noErr
     }
 

@@ -49,6 +49,9 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     /// Captured audio, float interleaved at the client's input rate and channels. Written by the
     /// recording thread, read by bus 1's renders.
     private var inputRing: SampleRing?
+    /// The same ring unretained, and the client's input shape, for the render threads.
+    private var inputRingRef: Unmanaged<SampleRing>?
+    private var recordShape: PCMShape?
     private var inputScratch = UnsafeMutablePointer<Float>.allocate(capacity: 1)
     private var sliceFrames = 512
     /// Whether bus 1's reader has its cushion of input (the reader's own).
@@ -216,6 +219,8 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                     let channels = Int(f.mChannelsPerFrame)
                     let ring = SampleRing(capacity: sliceFrames * channels * 8)
                     inputRing = ring
+                    inputRingRef = .passUnretained(ring)
+                    recordShape = PCMShape(f)
                     cushioned = false
                     inputScratch.deallocate()
                     inputScratch = .allocate(capacity: sliceFrames * channels)
@@ -303,7 +308,14 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
         output: UnsafeMutablePointer<AudioBufferList>
     ) -> OSStatus {
-        guard let ring = inputRing, let shape = recorder?.shape else { return kAudioUnitErr_CannotDoInCurrentContext }
+        guard let ringRef = inputRingRef, let shape = recordShape else { return kAudioUnitErr_CannotDoInCurrentContext }
+        return ringRef._withUnsafeGuaranteedRef { ring in readInput(ring, shape: shape, flags: flags, frames: frames, output: output) }
+    }
+
+    private func readInput(
+        _ ring: SampleRing, shape: PCMShape, flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, frames: Int,
+        output: UnsafeMutablePointer<AudioBufferList>
+    ) -> OSStatus {
         let channels = shape.channels
         let n = min(frames, sliceFrames)
         let wanted = n * channels
@@ -446,7 +458,13 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         override func capture(_ input: UnsafePointer<Float>, frames count: Int, time: HALRenderTime) {
             thread.store(UInt(pthread_self()), ordering: .relaxed)
             unit._withUnsafeGuaranteedRef { unit in
-                guard let ring = unit.inputRing else { return }
+                guard let ringRef = unit.inputRingRef else { return }
+                ringRef._withUnsafeGuaranteedRef { ring in gather(unit, ring, input, count: count, time: time) }
+            }
+        }
+
+        private func gather(_ unit: IOUnit, _ ring: SampleRing, _ input: UnsafePointer<Float>, count: Int, time: HALRenderTime) {
+            do {
                 var done = 0
                 while done < count {
                     if gathered == 0 { sliceHostTime = time.hostTime + UInt64(Double(done) * 1e9 / rate) }

@@ -1,6 +1,7 @@
 import AudioGraph
 import CAudioQueueTypes
 import CoreAudioTypes
+import Synchronization
 
 /// Apple's `AUMultiChannelMixer`: inputs (8 until `kAudioUnitProperty_ElementCount` says
 /// otherwise, at most 64) each with a volume (0–1), a pan (−1–1) and an enable, summed into one
@@ -31,11 +32,13 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
 
     /// Parameters of inputs beyond the element count do not exist.
     override func parameterIndex(_ id: AudioUnitParameterID, scope: AudioUnitScope, element: AudioUnitElement) -> Result<Int, StatusError> {
-        if scope == kAudioUnitScope_Input && Int(element) >= inputFormats.count { return .failure(StatusError(kAudioUnitErr_InvalidElement)) }
+        if scope == kAudioUnitScope_Input && Int(element) >= elementCount.load(ordering: .relaxed) { return .failure(StatusError(kAudioUnitErr_InvalidElement)) }
         return super.parameterIndex(id, scope: scope, element: element)
     }
 
     private var renderInputs = 0
+    /// The input count, for parameter calls (which take no lock: any thread, the render thread too).
+    private let elementCount = Atomic<Int>(8)
 
     /// Each input's resampler (nil at the output's rate), and the same unretained for rendering.
     private var resamplers: [PullResampler?] = []
@@ -49,11 +52,9 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
         resampled.deallocate()
     }
 
-    override func initialize() -> OSStatus {
+    override func prepareRendering() -> OSStatus {
         let rate = outputFormats[0].mSampleRate
         renderInputs = inputFormats.count
-        let status = super.initialize()
-        guard status == noErr else { return status }
         let frames = Int(maximumFramesPerSlice)
         resamplers = inputFormats.map { f in
             f.mSampleRate == rate ? nil
@@ -100,6 +101,7 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
             input.setSource(.none)
             inputFormats.removeLast()
         }
+        elementCount.store(inputFormats.count, ordering: .relaxed)
         return noErr
     }
 

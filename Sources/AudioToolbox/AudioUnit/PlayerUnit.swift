@@ -242,9 +242,22 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
                 let from = source[min(c, source.count - 1)].mData!.assumingMemoryBound(to: Float.self) + segment.start + start
                 (out[c].mData!.assumingMemoryBound(to: Float.self) + offset).update(from: from, count: count)
             }
-        } else if let bits = UnsafeRawPointer(bitPattern: segment.ringBits) {
+        } else if segment.ringBits != 0 {
+            // In runs of at most the scratch's 4096 frames.
+            var at = 0
+            while at < count {
+                let n = min(count - at, 4096)
+                copyFromRing(segment, count: n, into: out, at: offset + at)
+                at += n
+            }
+        }
+    }
+
+    private func copyFromRing(_ segment: PlayerSegment, count: Int, into out: UnsafeMutableAudioBufferListPointer, at offset: Int) {
+        let channels = out.count
+        if let bits = UnsafeRawPointer(bitPattern: segment.ringBits) {
             let ring = Unmanaged<SampleRing>.fromOpaque(bits)
-            let sc = segment.channels
+            let sc = min(segment.channels, 16)
             let wanted = min(count, 4096) * sc
             var got = ring._withUnsafeGuaranteedRef { $0.read(into: scratch, count: wanted) }
             let wake = UnsafeRawPointer(bitPattern: segment.wakeBits).map { Unmanaged<Wakeup>.fromOpaque($0) }

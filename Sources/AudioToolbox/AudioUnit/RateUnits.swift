@@ -14,11 +14,9 @@ class RateUnit: EffectUnit, @unchecked Sendable {
     /// The most input frames a pull takes.
     var pulledCapacity: Int { Int(Double(maximumFramesPerSlice) * Self.maximumRatio) + 64 }
 
-    override func initialize() -> OSStatus {
-        let status = super.initialize()
-        guard status == noErr else { return status }
+    override func prepareRendering() -> OSStatus {
         inputs[0].allocate(channels: Int(inputFormats[0].mChannelsPerFrame), frames: pulledCapacity)
-        return noErr
+        return super.prepareRendering()
     }
 
     /// Pulls `frames` input frames into the input's own buffers (at most ``pulledCapacity``).
@@ -33,6 +31,8 @@ class RateUnit: EffectUnit, @unchecked Sendable {
 /// windowed-sinc resampler (``PullResampler``).
 final class VarispeedUnit: RateUnit, @unchecked Sendable {
     private var resampler: PullResampler?
+    /// The same, unretained, for the render thread.
+    private var resamplerRef: Unmanaged<PullResampler>?
     /// The rate in force, and the two parameters as last seen (whichever changes sets the rate).
     private var rate = 1.0
     private var seenRate: Float = 1, seenCents: Float = 0
@@ -45,8 +45,10 @@ final class VarispeedUnit: RateUnit, @unchecked Sendable {
     }
 
     override func prepare(channels: Int, sampleRate: Double) {
-        resampler = PullResampler(
+        let r = PullResampler(
             channels: channels, inputRate: sampleRate, outputRate: sampleRate, maximumOutput: Int(maximumFramesPerSlice), maximumRatio: Self.maximumRatio)
+        resampler = r
+        resamplerRef = .passUnretained(r)
         rate = 1
         seenRate = 1
         seenCents = 0
@@ -75,11 +77,18 @@ final class VarispeedUnit: RateUnit, @unchecked Sendable {
         flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
         output: UnsafeMutablePointer<AudioBufferList>
     ) -> OSStatus {
-        guard let resampler else { return kAudioUnitErr_Uninitialized }
+        guard let resamplerRef else { return kAudioUnitErr_Uninitialized }
         let out = UnsafeMutableAudioBufferListPointer(output)
         if bypassFlag.load(ordering: .relaxed) {
             return pull(input: 0, flags: flags, time: time, frames: frames, into: output)
         }
+        return resamplerRef._withUnsafeGuaranteedRef { resampler in render(resampler, flags: flags, time: time, frames: frames, out: out) }
+    }
+
+    private func render(
+        _ resampler: PullResampler, flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, frames: Int,
+        out: UnsafeMutableAudioBufferListPointer
+    ) -> OSStatus {
         resampler.setRatio(currentRate())
         // In pulls no larger than a slice: what feeds this unit renders at most that many frames.
         var need = resampler.needed(forOutput: frames)
@@ -105,6 +114,9 @@ final class VarispeedUnit: RateUnit, @unchecked Sendable {
 final class TimePitchUnit: RateUnit, @unchecked Sendable {
     private var processor: TimePitchProcessor?
     private var resampler: PullResampler?
+    /// The same two, unretained, for the render thread.
+    private var processorRef: Unmanaged<TimePitchProcessor>?
+    private var resamplerRef: Unmanaged<PullResampler>?
     private var interleaved = UnsafeMutablePointer<Float>.allocate(capacity: 1)
     private var planar = UnsafeMutablePointer<Float>.allocate(capacity: 1)
     private var scratchFrames = 0
@@ -131,6 +143,8 @@ final class TimePitchUnit: RateUnit, @unchecked Sendable {
         processor = try? TimePitchProcessor(sampleRate: Int(sampleRate), channels: self.channels)
         resampler = PullResampler(
             channels: self.channels, inputRate: sampleRate, outputRate: sampleRate, maximumOutput: slice, maximumRatio: Self.maximumRatio)
+        processorRef = processor.map { .passUnretained($0) }
+        resamplerRef = resampler.map { .passUnretained($0) }
         scratchFrames = pulledCapacity
         interleaved.deallocate()
         interleaved = .allocate(capacity: scratchFrames * self.channels)
@@ -141,7 +155,8 @@ final class TimePitchUnit: RateUnit, @unchecked Sendable {
         // libsonic grows its buffers as it needs: grow them now, at the extremes, so that
         // rendering does not.
         if let p = processor {
-            for speed in [Float(0.25), 4, 1] {
+            // The speed is rate ÷ pitch, each within 1/4…4.
+            for speed in [Float(1.0 / 16), 16, 1] {
                 p.speed = speed
                 for _ in 0..<8 {
                     p.write(interleaved, frames: slice)
@@ -166,8 +181,17 @@ final class TimePitchUnit: RateUnit, @unchecked Sendable {
         flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
         output: UnsafeMutablePointer<AudioBufferList>
     ) -> OSStatus {
-        guard let p = processor, let resampler else { return kAudioUnitErr_Uninitialized }
+        guard let processorRef, let resamplerRef else { return kAudioUnitErr_Uninitialized }
         if bypassFlag.load(ordering: .relaxed) { return pull(input: 0, flags: flags, time: time, frames: frames, into: output) }
+        return processorRef._withUnsafeGuaranteedRef { p in
+            resamplerRef._withUnsafeGuaranteedRef { resampler in render(p, resampler, flags: flags, time: time, frames: frames, output: output) }
+        }
+    }
+
+    private func render(
+        _ p: TimePitchProcessor, _ resampler: PullResampler, flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>,
+        time: UnsafePointer<AudioTimeStamp>, frames: Int, output: UnsafeMutablePointer<AudioBufferList>
+    ) -> OSStatus {
         if resetRequested.exchange(false, ordering: .acquiring) {
             p.flush()
             while p.read(into: interleaved, maxFrames: scratchFrames) > 0 {}
