@@ -80,7 +80,7 @@ let package = Package(
         // Counts allocations and frees on the real-time thread while the API does everything.
         .executableTarget(
             name: "openavf-rtcheck", dependencies: ["AVFAudio", "AudioHAL", "CoreAudio", "AudioTestSupport", "CAllocCounter"], swiftSettings: strict),
-        .executableTarget(name: "openavf-bench", dependencies: ["AVFAudio", "AudioTestSupport"], swiftSettings: strict),
+        .executableTarget(name: "openavf-bench", dependencies: ["AVFAudio", "AudioTestSupport", "CPulseAudio"], swiftSettings: strict),
         .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
 
         .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),

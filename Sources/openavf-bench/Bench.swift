@@ -15,7 +15,7 @@ enum Bench {
 
     static func main(_ arguments: [String]) {
         let short = arguments.contains("--short")
-        // `--only latency|underruns|cpu|convert|player|systemsound|engine` runs one section (for profiling one figure);
+        // `--only latency|underruns|cpu|convert|player|systemsound|engine|duplex` runs one section (for profiling one figure);
         // `underruns` is the dropout count on the sink.
         let only = arguments.firstIndex(of: "--only").flatMap { i in i + 1 < arguments.count ? arguments[i + 1] : nil }
         func wanted(_ section: String) -> Bool { only == nil || only == section }
@@ -183,6 +183,27 @@ enum Bench {
                            cpuSeconds, cpu.ours, cpu.paplay, ratio(cpu.ours, cpu.paplay)))
             } catch {
                 failures.append("engine: \(error)")
+            }
+        }
+
+        // 8. Duplex round trip through an I/O unit and an engine, beside a raw libpulse duplex client.
+        if wanted("duplex") {
+            say("")
+            say("Duplex round trip, the speaker's monitor looped back to the speaker at half level (echo spacing of one click, median):")
+            say("  N ms   RemoteIO play-through   engine input → mixer   raw libpulse client   ratios (target ≤ 1)")
+            let clicks = short ? 4 : 12
+            for ms in [5, 10] {
+                do {
+                    let remote = try DuplexBench.remoteIO(server: handle, milliseconds: ms, clicks: clicks)
+                    let engine = try DuplexBench.engine(server: handle, pactl: { try server?.pactl($0) ?? "" }, milliseconds: ms, clicks: clicks)
+                    let raw = try DuplexBench.anchor(server: handle, milliseconds: ms, clicks: clicks)
+                    func ms1(_ x: Double?) -> String { x.map { String(format: "%.1f", $0) } ?? "n/a" }
+                    say(String(format: "  %4d   %21@   %20@   %19@   %@ / %@", ms, ms1(remote), ms1(engine), ms1(raw),
+                               remote.flatMap { r in raw.map { ratio(r, $0) } } ?? "n/a", engine.flatMap { e in raw.map { ratio(e, $0) } } ?? "n/a"))
+                    if remote == nil || engine == nil || raw == nil { failures.append("duplex at \(ms) ms: a loop was not heard") }
+                } catch {
+                    failures.append("duplex at \(ms) ms: \(error)")
+                }
             }
         }
 

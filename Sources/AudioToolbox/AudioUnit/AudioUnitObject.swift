@@ -171,9 +171,10 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
             mBytesPerFrame: 4, mChannelsPerFrame: UInt32(channels), mBitsPerChannel: 32, mReserved: 0)
     }
 
+    /// 32-bit float, non-interleaved (one channel is the same either way), 1–16 channels.
     static func isCanonical(_ f: AudioStreamBasicDescription) -> Bool {
         f.mFormatID == kAudioFormatLinearPCM && f.mFormatFlags & kAudioFormatFlagIsFloat != 0 && f.mBitsPerChannel == 32
-            && f.mFormatFlags & kAudioFormatFlagIsNonInterleaved != 0 && f.mChannelsPerFrame >= 1 && f.mChannelsPerFrame <= 16
+            && (f.mFormatFlags & kAudioFormatFlagIsNonInterleaved != 0 || f.mChannelsPerFrame == 1) && f.mChannelsPerFrame >= 1 && f.mChannelsPerFrame <= 16
             && f.mSampleRate > 0 && f.mSampleRate.isFinite
     }
 

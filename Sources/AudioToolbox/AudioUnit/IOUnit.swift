@@ -27,9 +27,12 @@ import Glibc
 /// The input callback (`kAudioOutputUnitProperty_SetInputCallback`) is called on the recording
 /// stream's thread as each slice arrives; `AudioUnitRender` on bus 1 reads the oldest slice not
 /// yet read, from whichever thread asks (ask from one thread: the input callback's, or the render
-/// callback's for play-through). Without an input callback, input waits for its reader with a
-/// cushion of two slices (the two streams' cycles do not line up), so play-through follows the
-/// input by about two slices and a stalled reader finds recent input, not old.
+/// callback's for play-through). Without an input callback, input waits for its reader until a
+/// whole slice is there (the two streams' cycles do not line up), and a stalled reader finds
+/// recent input, not old. The server holds one slice of output ahead, as `pacat` does for its
+/// latency. Play-through measures twice a raw libpulse client's round trip (openavf-bench's
+/// `duplex`): the slice the render callback fills ahead of the server's request, and the wait
+/// for a whole slice of input, both absent from a client that writes whatever it has.
 ///
 /// `SystemOutput` plays where `DefaultOutput` does: the server has one default output, and the
 /// alert sounds' place is the server's sample cache (`AudioServicesPlaySystemSound`).
@@ -171,13 +174,10 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         var id = AudioObjectID(0)
         var size = UInt32(4)
         if let name {
-            var uid: CFString = name as CFString
-            var translation = AudioValueTranslation(
-                mInputData: withUnsafeMutablePointer(to: &uid) { UnsafeMutableRawPointer($0) }, mInputDataSize: UInt32(MemoryLayout<CFString>.size),
-                mOutputData: withUnsafeMutablePointer(to: &id) { UnsafeMutableRawPointer($0) }, mOutputDataSize: 4)
+            // The UID goes in as the qualifier, the device comes out (Apple's current form).
+            let uid: CFString = name as CFString
             address.mSelector = kAudioHardwarePropertyTranslateUIDToDevice
-            size = UInt32(MemoryLayout<AudioValueTranslation>.size)
-            _ = withExtendedLifetime(uid) { AudioObjectGetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, 0, nil, &size, &translation) }
+            _ = withUnsafePointer(to: uid) { AudioObjectGetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, UInt32(MemoryLayout<CFString>.size), $0, &size, &id) }
             return id
         }
         _ = AudioObjectGetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, 0, nil, &size, &id)
@@ -241,7 +241,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                     let use = AudioSessionHost.streamUse(output: true)
                     var request = HALStreamRequest(
                         format: HALStreamFormat(sampleRate: f.mSampleRate, channels: Int(f.mChannelsPerFrame)),
-                        bufferDuration: 2 * Double(sliceFrames) / f.mSampleRate, name: "AudioUnit output", purpose: use?.purpose ?? .media,
+                        bufferDuration: Double(sliceFrames) / f.mSampleRate, name: "AudioUnit output", purpose: use?.purpose ?? .media,
                         startCorked: false, device: outputDevice ?? AudioSessionHost.routing.output)
                     request.echoCancellation = use?.echoCancellation ?? false
                     request.ownThread = true
@@ -322,12 +322,12 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         var got = 0
         if case .none = inputCallback.source() {
             // Read from another thread than the recording's (play-through, or an engine's input):
-            // the two streams' cycles do not line up, so input waits in the ring with a cushion of
-            // two slices. Short of one, the cushion is built again (silence meanwhile); far beyond
-            // it (the reader stalled), the oldest input goes.
+            // the two streams' cycles do not line up, so input waits in the ring for a whole
+            // slice. Short of one, the wait starts again (silence meanwhile); beyond three (the
+            // reader stalled), all but the newest slice goes.
             let available = ring.available
-            if available > 4 * sliceFrames * channels { ring.skip(available - 2 * sliceFrames * channels) }
-            if !cushioned && ring.available >= 2 * sliceFrames * channels { cushioned = true }
+            if available > 3 * sliceFrames * channels { ring.skip(available - sliceFrames * channels) }
+            if !cushioned && ring.available >= sliceFrames * channels { cushioned = true }
             if cushioned {
                 got = ring.read(into: inputScratch, count: wanted)
                 if got < wanted { cushioned = false }

@@ -73,7 +73,8 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
     private let startAt = Atomic<Int64>(Int64.min)
     private var started = false
     private let stopsRequested = Atomic<Int>(0)
-    private var stopsDone = 0
+    /// Stops carried out (by the render side, or the idle control side); read by ``stopsSettled``.
+    private let stopsDone = Atomic<Int>(0)
     private let scratch = UnsafeMutablePointer<Float>.allocate(capacity: 4096 * 16)
     // What control threads read: the last render's node time, and the player time at it.
     private let timeSequence = Atomic<Int>(0)
@@ -117,7 +118,7 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
     package var isPlaying: Bool { playing.load(ordering: .acquiring) }
 
     /// Whether every stop asked for has been carried out by the render side.
-    package var stopsSettled: Bool { stopsDone >= stopsRequested.load(ordering: .relaxed) }
+    package var stopsSettled: Bool { stopsDone.load(ordering: .acquiring) >= stopsRequested.load(ordering: .relaxed) }
 
     /// The last render's node sample and host time, and the player's sample time at it (nil
     /// before the player has played since its last stop).
@@ -152,7 +153,7 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
                 position = 0
                 playerTime = 0
                 started = false
-                stopsDone += 1
+                stopsDone.add(1, ordering: .releasing)
                 lastPlayerSample.store(-1, ordering: .relaxed)
             }
         }
