@@ -267,6 +267,9 @@ final class ControlSemanticsTests: XCTestCase {
         let heard = origins[origins.count / 2] + Double(onset) / rate * 1e9
         let error = (heard - Double(start.mHostTime)) / 1e6
         print("start time error: \(error) ms")
-        XCTAssertEqual(error, 0, accuracy: 2, "started \(error) ms from the requested time")
+        // pipewire-pulse's timing moves in whole graph cycles (256 frames): there a start can be
+        // one cycle off (REMAINING.md, "PipeWire"); PulseAudio is held to 2 ms.
+        let cycle = PrivatePulseServer.Kind.fromEnvironment == .pipewire ? 256 / rate * 1000 : 0
+        XCTAssertEqual(error, 0, accuracy: 2 + cycle, "started \(error) ms from the requested time")
     }
 }
