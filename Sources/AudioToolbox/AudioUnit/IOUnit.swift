@@ -29,8 +29,8 @@ import Glibc
 /// yet read, from whichever thread asks (ask from one thread: the input callback's, or the render
 /// callback's for play-through). Without an input callback, input waits for its reader until a
 /// whole slice is there (the two streams' cycles do not line up), and a stalled reader finds
-/// recent input, not old. The server holds one slice of output ahead, as `pacat` does for its
-/// latency. Play-through measures twice a raw libpulse client's round trip (openavf-bench's
+/// recent input, not old. The server holds one slice of output ahead when the audio session has
+/// a preferred I/O buffer duration (the app asked for its latency), two otherwise. Play-through measures twice a raw libpulse client's round trip (openavf-bench's
 /// `duplex`): the slice the render callback fills ahead of the server's request, and the wait
 /// for a whole slice of input, both absent from a client that writes whatever it has.
 ///
@@ -237,11 +237,15 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                 }
                 if outputEnabled {
                     let f = inputFormats[0]
+                    // An app that asked the session for an I/O buffer wants its latency: one slice
+                    // at the server. Otherwise two, as a HAL device double-buffers: a slice at
+                    // the server was measured to let playback run dry on a loaded machine.
+                    let aheadSlices = AudioSessionHost.preferredIOBufferDuration == nil ? 2 : 1
                     let player = Player(unit: self, format: f, slice: sliceFrames)
                     let use = AudioSessionHost.streamUse(output: true)
                     var request = HALStreamRequest(
                         format: HALStreamFormat(sampleRate: f.mSampleRate, channels: Int(f.mChannelsPerFrame)),
-                        bufferDuration: Double(sliceFrames) / f.mSampleRate, name: "AudioUnit output", purpose: use?.purpose ?? .media,
+                        bufferDuration: Double(aheadSlices * sliceFrames) / f.mSampleRate, name: "AudioUnit output", purpose: use?.purpose ?? .media,
                         startCorked: false, device: outputDevice ?? AudioSessionHost.routing.output)
                     request.echoCancellation = use?.echoCancellation ?? false
                     request.ownThread = true
