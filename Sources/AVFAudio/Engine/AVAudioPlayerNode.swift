@@ -216,8 +216,14 @@ open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing, @unchecked Sendable {
         commandLock.withLock { player.stop() }
         if let engine = attachedEngine, engine.isRunning, !engine.isInManualRenderingMode {
             // The render thread carries it out at its next cycle; it is done when stop returns.
+            // Woken by the render side when it has stopped; a render thread that has itself
+            // stopped never will, so the wait gives up after half a second.
             let deadline = Date(timeIntervalSinceNow: 0.5)
-            while !player.stopsSettled && Date() < deadline { usleep(500) }
+            while !player.stopsSettled {
+                let left = deadline.timeIntervalSinceNow
+                guard left > 0 else { break }
+                player.stopWakeup.wait(timeout: left)
+            }
         }
         serviceIfIdle()
     }
@@ -303,6 +309,7 @@ open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing, @unchecked Sendable {
                     // Heard once the output's latency has passed after its last frame was rendered.
                     let heard = done.hostTime + UInt64(me.outputPresentationLatency * 1e9)
                     let now = AudioGetCurrentHostTime()
+                    // Not a poll: `.dataPlayedBack` is due at a known time, the one wait here.
                     if heard > now && me.attachedEngine?.isInManualRenderingMode != true { usleep(UInt32(min(heard - now, 2_000_000_000) / 1000)) }
                 }
                 entry.handler?(entry.type)

@@ -24,6 +24,20 @@ open class AVAudioUnit: AVAudioNode, @unchecked Sendable {
 
     deinit { AudioUnitObject.unregister(unit) }
 
+    /// The unit's `kAudioUnitProperty_BypassEffect`, for the kinds that have a bypass.
+    var unitBypass: Bool {
+        get {
+            var v: UInt32 = 0
+            var size = UInt32(4)
+            AudioUnitGetProperty(unit.ref, kAudioUnitProperty_BypassEffect, kAudioUnitScope_Global, 0, &v, &size)
+            return v != 0
+        }
+        set {
+            var v: UInt32 = newValue ? 1 : 0
+            AudioUnitSetProperty(unit.ref, kAudioUnitProperty_BypassEffect, kAudioUnitScope_Global, 0, &v, 4)
+        }
+    }
+
     func parameter(_ id: AudioUnitParameterID, element: AudioUnitElement = 0) -> Float {
         var v: Float = 0
         AudioUnitGetParameter(unit.ref, id, kAudioUnitScope_Global, element, &v)
@@ -43,16 +57,8 @@ open class AVAudioUnitEffect: AVAudioUnit, @unchecked Sendable {
 
     /// Passes the input through unchanged, bit for bit.
     open var bypass: Bool {
-        get {
-            var v: UInt32 = 0
-            var size = UInt32(4)
-            AudioUnitGetProperty(unit.ref, kAudioUnitProperty_BypassEffect, kAudioUnitScope_Global, 0, &v, &size)
-            return v != 0
-        }
-        set {
-            var v: UInt32 = newValue ? 1 : 0
-            AudioUnitSetProperty(unit.ref, kAudioUnitProperty_BypassEffect, kAudioUnitScope_Global, 0, &v, 4)
-        }
+        get { unitBypass }
+        set { unitBypass = newValue }
     }
 }
 
@@ -223,16 +229,8 @@ open class AVAudioUnitTimeEffect: AVAudioUnit, @unchecked Sendable {
     }
 
     open var bypass: Bool {
-        get {
-            var v: UInt32 = 0
-            var size = UInt32(4)
-            AudioUnitGetProperty(unit.ref, kAudioUnitProperty_BypassEffect, kAudioUnitScope_Global, 0, &v, &size)
-            return v != 0
-        }
-        set {
-            var v: UInt32 = newValue ? 1 : 0
-            AudioUnitSetProperty(unit.ref, kAudioUnitProperty_BypassEffect, kAudioUnitScope_Global, 0, &v, 4)
-        }
+        get { unitBypass }
+        set { unitBypass = newValue }
     }
 }
 

@@ -1,3 +1,4 @@
+import AudioHAL
 import AudioToolbox
 import Foundation
 import Synchronization
@@ -57,6 +58,8 @@ final class EngineDriver: @unchecked Sendable {
     /// Closed (odd) while the control side rewires; the render side answers with ``acknowledged``.
     private let gate = Atomic<Int>(0)
     private let acknowledged = Atomic<Int>(0)
+    /// Posted by the render side each time it answers a closed gate.
+    private let passedGate = Wakeup()
     let rendering = Atomic<Bool>(false)
     // The last cycle's time.
     private let timeSequence = Atomic<Int>(0)
@@ -81,9 +84,13 @@ final class EngineDriver: @unchecked Sendable {
         guard rendering.load(ordering: .acquiring) else { return try body() }
         let closed = gate.add(1, ordering: .acquiringAndReleasing).newValue
         defer { gate.add(1, ordering: .acquiringAndReleasing) }
+        // The render side posts when it meets the closed gate; a render thread that has stopped
+        // never will, so the wait gives up after half a second.
         let deadline = Date(timeIntervalSinceNow: 0.5)
-        while acknowledged.load(ordering: .acquiring) != closed && rendering.load(ordering: .acquiring) && Date() < deadline {
-            usleep(500)
+        while acknowledged.load(ordering: .acquiring) != closed && rendering.load(ordering: .acquiring) {
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else { break }
+            passedGate.wait(timeout: left)
         }
         return try body()
     }
@@ -119,7 +126,8 @@ final class EngineDriver: @unchecked Sendable {
         let g = gate.load(ordering: .acquiring)
         let bits = planBits.load(ordering: .acquiring)
         guard g & 1 == 0, let raw = UnsafeRawPointer(bitPattern: bits) else {
-            acknowledged.store(g, ordering: .releasing)
+            // The first cycle to meet this closed gate wakes the control side (a semaphore post).
+            if acknowledged.exchange(g, ordering: .acquiringAndReleasing) != g && g & 1 == 1 { passedGate.signal() }
             if let data { silence(data, frames: frames) }
             flags.pointee.insert(.unitRenderAction_OutputIsSilence)
             return noErr

@@ -1,4 +1,4 @@
-import CAudioQueueTypes
+internal import CAudioQueueTypes
 import CoreAudioTypes
 
 /// A unit of one input and one output of the same format that works in place: pulls its input

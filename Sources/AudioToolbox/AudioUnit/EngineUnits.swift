@@ -1,6 +1,6 @@
 import AudioGraph
 package import AudioHAL
-import CAudioQueueTypes
+internal import CAudioQueueTypes
 package import CoreAudioTypes
 package import Foundation
 import Synchronization

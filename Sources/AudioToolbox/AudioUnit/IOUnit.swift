@@ -1,6 +1,6 @@
 import AudioGraph
 import AudioHAL
-import CAudioQueueTypes
+internal import CAudioQueueTypes
 import CoreAudio
 import CoreAudioTypes
 import Dispatch

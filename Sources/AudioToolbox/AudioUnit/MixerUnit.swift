@@ -1,5 +1,5 @@
 import AudioGraph
-import CAudioQueueTypes
+internal import CAudioQueueTypes
 import CoreAudioTypes
 import Synchronization
 

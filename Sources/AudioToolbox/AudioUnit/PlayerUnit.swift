@@ -75,6 +75,8 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
     private let stopsRequested = Atomic<Int>(0)
     /// Stops carried out (by the render side, or the idle control side); read by ``stopsSettled``.
     private let stopsDone = Atomic<Int>(0)
+    /// Posted each time a stop is carried out.
+    package let stopWakeup = Wakeup()
     private let scratch = UnsafeMutablePointer<Float>.allocate(capacity: 4096 * 16)
     // What control threads read: the last render's node time, and the player time at it.
     private let timeSequence = Atomic<Int>(0)
@@ -154,6 +156,7 @@ package final class PlayerUnit: AudioUnitObject, @unchecked Sendable {
                 playerTime = 0
                 started = false
                 stopsDone.add(1, ordering: .releasing)
+                stopWakeup.signal()
                 lastPlayerSample.store(-1, ordering: .relaxed)
             }
         }

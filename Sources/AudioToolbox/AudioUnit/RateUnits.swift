@@ -1,6 +1,6 @@
 import AudioCodecs
 import AudioGraph
-import CAudioQueueTypes
+internal import CAudioQueueTypes
 import CoreAudioTypes
 import Synchronization
 #if canImport(Glibc)
