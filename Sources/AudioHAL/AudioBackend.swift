@@ -45,6 +45,9 @@ package struct HALStreamRequest: Sendable {
     package var format: HALStreamFormat
     /// The buffer duration asked for, in seconds, clamped to 2 ms … 1 s.
     package var bufferDuration: Double
+    /// For playback, the least the server asks for at once (PulseAudio's `minreq`), in seconds;
+    /// `nil` for the server's choice. Fewer, larger requests are fewer wake-ups.
+    package var requestDuration: Double?
     /// The stream's name as the server shows it.
     package var name: String
     /// What the stream is for; `nil` says nothing (the server's default treatment).

@@ -151,6 +151,9 @@ final class PulseStream: HALStream, @unchecked Sendable {
         // A long playback buffer (a music player's) is refilled in halves rather than the server's
         // default quarters: half the wakeups, and still half the buffer in hand when asked.
         if isPlayback && request.bufferDuration >= 0.05 { attr.minreq = bytes / 2 }
+        if isPlayback, let piece = request.requestDuration {
+            attr.minreq = min(bytes, UInt32(Double(frameBytes) * (piece * request.format.sampleRate).rounded()))
+        }
         // No PA_STREAM_AUTO_TIMING_UPDATE: libpulse would allocate an operation on the server thread
         // for each update; the owner calls refreshTiming() from its own thread instead.
         //

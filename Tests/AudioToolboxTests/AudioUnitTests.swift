@@ -297,7 +297,7 @@ final class IOUnitServerTests: XCTestCase {
         let calls = tape.calls.load(ordering: .relaxed)
         let heard = capture.stop()[0]
         XCTAssertEqual(tape.calls.load(ordering: .relaxed), calls, "no call after AudioOutputUnitStop returned")
-        XCTAssertEqual(tape.frames.load(ordering: .relaxed), 470, "512 frames at 48 kHz is 10.7 ms: 470 at the client's 44.1 kHz")
+        XCTAssertEqual(tape.frames.load(ordering: .relaxed), 882, "the session's default I/O buffer, 20 ms: 882 frames at the client's 44.1 kHz")
         let onset = try XCTUnwrap(SignalAnalysis.onset(heard, threshold: 0.1), "nothing heard")
         let middle = heard[(onset + 4800)..<(onset + 4800 + 48000)]
         XCTAssertEqual(SignalAnalysis.frequency(middle, sampleRate: 48000), 1000, accuracy: 1)
@@ -340,7 +340,7 @@ final class IOUnitServerTests: XCTestCase {
         let target = tape.written.load(ordering: .relaxed) + 48000 / 4
         XCTAssertTrue(waitUntil(timeout: 5) { tape.written.load(ordering: .relaxed) >= target })
         XCTAssertEqual(AudioOutputUnitStop(unit), noErr)
-        XCTAssertEqual(tape.frames.load(ordering: .relaxed), 512)
+        XCTAssertEqual(tape.frames.load(ordering: .relaxed), 960, "the session's default I/O buffer, 20 ms")
         let recorded = (0..<tape.written.load(ordering: .acquiring)).map { Float(tape.samples[$0]) / 32768 }
         let found = SignalAnalysis.align(source, in: recorded, maxLag: recorded.count - source.count)
         XCTAssertGreaterThanOrEqual(found.correlation, 0.98, "recording vs source at lag \(found.lag)")
