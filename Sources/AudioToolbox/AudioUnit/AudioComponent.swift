@@ -34,6 +34,7 @@ package final class AudioComponentEntry: ReferencedObject, @unchecked Sendable {
         AudioComponentEntry(kAudioUnitType_Effect, kAudioUnitSubType_NBandEQ, "Apple: AUNBandEQ") { EQUnit(component: $0) },
         AudioComponentEntry(kAudioUnitType_Effect, kAudioUnitSubType_Delay, "Apple: AUDelay") { DelayUnit(component: $0) },
         AudioComponentEntry(kAudioUnitType_Effect, kAudioUnitSubType_Reverb2, "Apple: AUReverb2") { ReverbUnit(component: $0) },
+        AudioComponentEntry(kAudioUnitType_Effect, kAudioUnitSubType_Distortion, "Apple: AUDistortion") { DistortionUnit(component: $0) },
         AudioComponentEntry(kAudioUnitType_FormatConverter, kAudioUnitSubType_NewTimePitch, "Apple: AUNewTimePitch") { TimePitchUnit(component: $0) },
         AudioComponentEntry(kAudioUnitType_FormatConverter, kAudioUnitSubType_Varispeed, "Apple: AUVarispeed") { VarispeedUnit(component: $0) },
     ]

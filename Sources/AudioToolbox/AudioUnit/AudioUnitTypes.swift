@@ -171,6 +171,23 @@ public let kReverb2Param_DecayTimeAt0Hz: AudioUnitParameterID = 4
 public let kReverb2Param_DecayTimeAtNyquist: AudioUnitParameterID = 5
 public let kReverb2Param_RandomizeReflections: AudioUnitParameterID = 6
 
+public let kDistortionParam_Delay: AudioUnitParameterID = 0
+public let kDistortionParam_Decay: AudioUnitParameterID = 1
+public let kDistortionParam_DelayMix: AudioUnitParameterID = 2
+public let kDistortionParam_Decimation: AudioUnitParameterID = 3
+public let kDistortionParam_Rounding: AudioUnitParameterID = 4
+public let kDistortionParam_DecimationMix: AudioUnitParameterID = 5
+public let kDistortionParam_LinearTerm: AudioUnitParameterID = 6
+public let kDistortionParam_SquaredTerm: AudioUnitParameterID = 7
+public let kDistortionParam_CubicTerm: AudioUnitParameterID = 8
+public let kDistortionParam_PolynomialMix: AudioUnitParameterID = 9
+public let kDistortionParam_RingModFreq1: AudioUnitParameterID = 10
+public let kDistortionParam_RingModFreq2: AudioUnitParameterID = 11
+public let kDistortionParam_RingModBalance: AudioUnitParameterID = 12
+public let kDistortionParam_RingModMix: AudioUnitParameterID = 13
+public let kDistortionParam_SoftClipGain: AudioUnitParameterID = 14
+public let kDistortionParam_FinalMix: AudioUnitParameterID = 15
+
 public let kVarispeedParam_PlaybackRate: AudioUnitParameterID = 0
 public let kVarispeedParam_PlaybackCents: AudioUnitParameterID = 1
 
