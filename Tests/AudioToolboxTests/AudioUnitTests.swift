@@ -86,6 +86,8 @@ final class AudioUnitOfflineTests: XCTestCase {
         }
         XCTAssertEqual(names, ["Apple: AUNBandEQ", "Apple: AUDelay", "Apple: AUReverb2", "Apple: AUDistortion"])
         XCTAssertEqual(AudioComponentCount(&any), 4)
+        var converter = AudioComponentDescription(componentType: kAudioUnitType_FormatConverter, componentSubType: kAudioUnitSubType_AUConverter, componentManufacturer: kAudioUnitManufacturer_Apple, componentFlags: 0, componentFlagsMask: 0)
+        XCTAssertNotNil(AudioComponentFindNext(nil, &converter))
         var io = AudioComponentDescription(componentType: kAudioUnitType_Output, componentSubType: kAudioUnitSubType_RemoteIO, componentManufacturer: kAudioUnitManufacturer_Apple, componentFlags: 0, componentFlagsMask: 0)
         XCTAssertNotNil(AudioComponentFindNext(nil, &io))
         var missing = AudioComponentDescription(componentType: kAudioUnitType_Effect, componentSubType: fourCC("zzzz"), componentManufacturer: 0, componentFlags: 0, componentFlagsMask: 0)

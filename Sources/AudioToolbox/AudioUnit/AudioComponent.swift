@@ -35,6 +35,7 @@ package final class AudioComponentEntry: ReferencedObject, @unchecked Sendable {
         AudioComponentEntry(kAudioUnitType_Effect, kAudioUnitSubType_Delay, "Apple: AUDelay") { DelayUnit(component: $0) },
         AudioComponentEntry(kAudioUnitType_Effect, kAudioUnitSubType_Reverb2, "Apple: AUReverb2") { ReverbUnit(component: $0) },
         AudioComponentEntry(kAudioUnitType_Effect, kAudioUnitSubType_Distortion, "Apple: AUDistortion") { DistortionUnit(component: $0) },
+        AudioComponentEntry(kAudioUnitType_FormatConverter, kAudioUnitSubType_AUConverter, "Apple: AUConverter") { ConverterUnit(component: $0) },
         AudioComponentEntry(kAudioUnitType_FormatConverter, kAudioUnitSubType_NewTimePitch, "Apple: AUNewTimePitch") { TimePitchUnit(component: $0) },
         AudioComponentEntry(kAudioUnitType_FormatConverter, kAudioUnitSubType_Varispeed, "Apple: AUVarispeed") { VarispeedUnit(component: $0) },
     ]

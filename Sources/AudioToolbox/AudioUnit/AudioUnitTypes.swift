@@ -130,6 +130,9 @@ public let kAudioUnitProperty_ShouldAllocateBuffer: AudioUnitPropertyID = 51
 
 public let kAudioOutputUnitProperty_CurrentDevice: AudioUnitPropertyID = 2000
 public let kAudioOutputUnitProperty_IsRunning: AudioUnitPropertyID = 2001
+/// An array of `Int32`, one per output channel: the input channel it takes, or −1 for silence.
+/// Implemented by AUConverter only (not by the I/O units).
+public let kAudioOutputUnitProperty_ChannelMap: AudioUnitPropertyID = 2002
 public let kAudioOutputUnitProperty_EnableIO: AudioUnitPropertyID = 2003
 public let kAudioOutputUnitProperty_SetInputCallback: AudioUnitPropertyID = 2005
 public let kAudioOutputUnitProperty_HasIO: AudioUnitPropertyID = 2006
