@@ -384,6 +384,36 @@ final class AudioEngineEffectTests: XCTestCase {
         let dry = try play(through: AVAudioMixerNode(), seconds: 1, render: 2)
         XCTAssertLessThan(SignalAnalysis.rmsDB(dry[(48000 + 4800)..<(48000 + 9600)]), -100, "without the reverb nothing follows")
     }
+
+    func testDistortionAtWetDryMixZeroPassesTheToneAndItsPropertiesAreTheUnits() throws {
+        let distortion = AVAudioUnitDistortion()
+        XCTAssertEqual(distortion.preGain, -6)
+        XCTAssertEqual(distortion.wetDryMix, 50)
+        distortion.loadFactoryPreset(.multiEverythingIsBroken)
+        distortion.wetDryMix = 0
+        distortion.preGain = 3
+        var gain: Float = 0, mix: Float = -1
+        XCTAssertEqual(AudioUnitGetParameter(distortion.audioUnit, kDistortionParam_SoftClipGain, kAudioUnitScope_Global, 0, &gain), noErr)
+        XCTAssertEqual(AudioUnitGetParameter(distortion.audioUnit, kDistortionParam_FinalMix, kAudioUnitScope_Global, 0, &mix), noErr)
+        XCTAssertEqual(gain, 3)
+        XCTAssertEqual(mix, 0)
+        let out = try play(through: distortion, seconds: 1, render: 1)
+        let expected = (0..<48000).map(AudioEngineOfflineTests.sine(440))
+        XCTAssertLessThanOrEqual(AudioEngineOfflineTests.maxDifference(out, expected), 1e-6, "the dry tone, unchanged")
+    }
+
+    func testEveryDistortionPresetLoadsAndRendersSound() throws {
+        for raw in 0...21 {
+            let preset = try XCTUnwrap(AVAudioUnitDistortionPreset(rawValue: raw))
+            let distortion = AVAudioUnitDistortion()
+            distortion.loadFactoryPreset(preset)
+            let out = try play(through: distortion, seconds: 0.5, render: 0.5)
+            XCTAssertTrue(out.allSatisfy(\.isFinite), "preset \(raw)")
+            XCTAssertGreaterThan(SignalAnalysis.rmsDB(out[4800...]), -40, "preset \(raw) is heard")
+            XCTAssertGreaterThan(AudioEngineOfflineTests.maxDifference(out, (0..<24000).map(AudioEngineOfflineTests.sine(440))), 0.01, "preset \(raw) changes the tone")
+        }
+        XCTAssertNil(AVAudioUnitDistortionPreset(rawValue: 22))
+    }
 }
 
 /// Apple's sample-code graph on the private server: a file through an EQ and a reverb to the
