@@ -522,8 +522,8 @@ final class RenderThreadWatch: @unchecked Sendable {
 }
 
 /// An engine rendering Apple's sample-code graph (a looping player → EQ → reverb → main mixer),
-/// a source node into the mixer and a tap on it, for ten seconds with a parameter change, a
-/// pause and a scheduled interruption: its render thread is watched.
+/// a source node through a distortion into the mixer and a tap on it, for ten seconds with
+/// parameter changes, a pause and a scheduled interruption: its render thread is watched.
 let engineScenario = Scenario(name: "engine") { _, files, _ in
     let watch = RenderThreadWatch()
     let engine = AVAudioEngine()
@@ -536,11 +536,14 @@ let engineScenario = Scenario(name: "engine") { _, files, _ in
         for b in 0..<list.count { list[b].mData!.initializeMemory(as: UInt8.self, repeating: 0, count: Int(frames) * 4) }
         return noErr
     }
-    for node in [player, eq, reverb, source] as [AVAudioNode] { engine.attach(node) }
+    let distortion = AVAudioUnitDistortion()
+    distortion.loadFactoryPreset(.multiEverythingIsBroken)
+    for node in [player, eq, reverb, source, distortion] as [AVAudioNode] { engine.attach(node) }
     engine.connect(player, to: eq, format: format)
     engine.connect(eq, to: reverb, format: format)
     engine.connect(reverb, to: engine.mainMixerNode, format: format)
-    engine.connect(source, to: engine.mainMixerNode, format: format)
+    engine.connect(source, to: distortion, format: format)
+    engine.connect(distortion, to: engine.mainMixerNode, format: format)
     eq.bands[0].bypass = false
     eq.bands[0].gain = 6
     let tone = AVAudioPCMBuffer(pcmFormat: format, frameCapacity: 48000)!
@@ -556,6 +559,7 @@ let engineScenario = Scenario(name: "engine") { _, files, _ in
         try watch.waitForCycles(Int(4 * 48000 / 512))
         eq.bands[0].gain = -6
         reverb.wetDryMix = 30
+        distortion.wetDryMix = 80
         player.volume = 0.5
         player.scheduleBuffer(tone, at: nil, options: .interrupts)
         try watch.waitForCycles(Int(2 * 48000 / 512))
