@@ -36,6 +36,10 @@ let package = Package(
         ),
         // libsonic has no pkg-config file; Debian's libsonic-dev puts sonic.h and libsonic.so in the default paths.
         .systemLibrary(name: "CSonic", providers: [.apt(["libsonic-dev"])]),
+        // SoundTouch through the C interface Debian's libsoundtouch-dev ships (SoundTouchDLL.h and
+        // libSoundTouchDll.so in the default paths); linked only by the benchmark, which measures it
+        // against libsonic.
+        .systemLibrary(name: "CSoundTouch", providers: [.apt(["libsoundtouch-dev"])]),
         .target(name: "CAllocCounter"),
         // The child process that puts other clients' volumes back when a ducking process ends.
         .target(name: "CDuckGuard"),
@@ -80,7 +84,7 @@ let package = Package(
         // Counts allocations and frees on the real-time thread while the API does everything.
         .executableTarget(
             name: "openavf-rtcheck", dependencies: ["AVFAudio", "AudioHAL", "CoreAudio", "AudioTestSupport", "CAllocCounter"], swiftSettings: strict),
-        .executableTarget(name: "openavf-bench", dependencies: ["AVFAudio", "AudioTestSupport", "CPulseAudio"], swiftSettings: strict),
+        .executableTarget(name: "openavf-bench", dependencies: ["AVFAudio", "AudioTestSupport", "CPulseAudio", "CSoundTouch"], swiftSettings: strict),
         .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
 
         .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),

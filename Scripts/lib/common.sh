@@ -10,6 +10,7 @@ OPENAVF_PACKAGES=(
     pulseaudio-utils  # pactl, pacat, parec: real peers the tests and benchmark measure against
     libavformat-dev   # FFmpeg: containers (AudioCodecs)
     libsonic-dev      # speed change with pitch kept (AVAudioPlayer.rate)
+    libsoundtouch-dev # SoundTouch: the benchmark's time-pitch comparison with libsonic
     libavcodec-dev    # FFmpeg: codecs
     libavutil-dev
     libswresample-dev # FFmpeg: sample rate conversion

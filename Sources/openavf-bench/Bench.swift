@@ -15,7 +15,7 @@ enum Bench {
 
     static func main(_ arguments: [String]) {
         let short = arguments.contains("--short")
-        // `--only latency|underruns|cpu|convert|player|systemsound|engine|duplex` runs one section (for profiling one figure);
+        // `--only latency|underruns|cpu|convert|player|systemsound|engine|duplex|timepitch` runs one section (for profiling one figure);
         // `underruns` is the dropout count on the sink.
         let only = arguments.firstIndex(of: "--only").flatMap { i in i + 1 < arguments.count ? arguments[i + 1] : nil }
         func wanted(_ section: String) -> Bool { only == nil || only == section }
@@ -205,6 +205,13 @@ enum Bench {
                     failures.append("duplex at \(ms) ms: \(error)")
                 }
             }
+        }
+
+        // 9. Time-pitch quality: the shipped unit beside SoundTouch against the exact reference (offline,
+        // no server: printed once, on the first pass of a full run).
+        if wanted("timepitch") && (only != nil || !arguments.contains("pipewire")) {
+            say("")
+            failures += TimePitchBench.run(say: say)
         }
 
         if !failures.isEmpty {
