@@ -208,8 +208,8 @@ enum Bench {
         }
 
         // 9. Time-pitch quality: the shipped unit beside SoundTouch against the exact reference (offline,
-        // no server: printed once, on the first pass of a full run).
-        if wanted("timepitch") && (only != nil || !arguments.contains("pipewire")) {
+        // no server involved: printed once, on every pass but PipeWire's).
+        if wanted("timepitch") && !arguments.contains("pipewire") {
             say("")
             failures += TimePitchBench.run(say: say)
         }
