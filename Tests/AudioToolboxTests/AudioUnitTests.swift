@@ -347,4 +347,48 @@ final class IOUnitServerTests: XCTestCase {
         let found = SignalAnalysis.align(source, in: recorded, maxLag: recorded.count - source.count)
         XCTAssertGreaterThanOrEqual(found.correlation, 0.98, "recording vs source at lag \(found.lag)")
     }
+
+    /// Play-through as iOS sample code does it: the render callback pulls bus 1 into its output.
+    final class PlayThrough: @unchecked Sendable {
+        var unit: AudioUnit?
+        let calls = Atomic<Int>(0)
+        static let render: AURenderCallback = { refCon, flags, time, _, frames, data in
+            let me = Unmanaged<PlayThrough>.fromOpaque(refCon).takeUnretainedValue()
+            me.calls.add(1, ordering: .relaxed)
+            return AudioUnitRender(me.unit!, flags, time, 1, frames, data!)
+        }
+    }
+
+    func testPlayThroughCarriesTheMicrophoneToTheSpeakerWholeAndInOrder() throws {
+        let server = try TestSound.server()
+        let unit = try Self.ioUnit()
+        defer { AudioComponentInstanceDispose(unit) }
+        var on: UInt32 = 1
+        XCTAssertEqual(AudioUnitSetProperty(unit, kAudioOutputUnitProperty_EnableIO, kAudioUnitScope_Input, 1, &on, 4), noErr)
+        var format = Self.int16Mono
+        format.mSampleRate = 48000
+        let size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
+        XCTAssertEqual(AudioUnitSetProperty(unit, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, 0, &format, size), noErr)
+        XCTAssertEqual(AudioUnitSetProperty(unit, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, 1, &format, size), noErr)
+        let loop = PlayThrough()
+        loop.unit = unit
+        var cb = AURenderCallbackStruct(inputProc: PlayThrough.render, inputProcRefCon: Unmanaged.passUnretained(loop).toOpaque())
+        XCTAssertEqual(AudioUnitSetProperty(unit, kAudioUnitProperty_SetRenderCallback, kAudioUnitScope_Input, 0, &cb, UInt32(MemoryLayout<AURenderCallbackStruct>.size)), noErr)
+        XCTAssertEqual(AudioUnitInitialize(unit), noErr)
+        let capture = try SignalCapture(server: server, device: "speaker.monitor")
+        XCTAssertEqual(AudioOutputUnitStart(unit), noErr)
+        XCTAssertTrue(waitUntil(timeout: 5) { loop.calls.load(ordering: .relaxed) >= 20 }, "no render callbacks")
+        let source = SignalAnalysis.chirp(from: 200, to: 4000, sampleRate: 48000, seconds: 2)
+        let player = try SignalPlayer(server: server, device: "micfeed", samples: source, sampleRate: 48000)
+        player.waitUntilDone()
+        try capture.waitFor(frames: capture.frameCount + 48000 / 4, timeout: 5)
+        XCTAssertEqual(AudioOutputUnitStop(unit), noErr)
+        let heard = capture.stop()[0]
+        let found = SignalAnalysis.align(source, in: heard, maxLag: heard.count - source.count)
+        XCTAssertGreaterThanOrEqual(found.correlation, 0.98, "what the speaker played vs the microphone's source, at lag \(found.lag)")
+        // Whole: no sample of the chirp lost or repeated (a gap or a jump would break the match
+        // above); no silence inside it either.
+        let played = heard[(found.lag + 480)..<(found.lag + source.count - 480)]
+        XCTAssertLessThanOrEqual(SignalAnalysis.longestGap(played, threshold: 0.001), 2, "a gap in what was played through")
+    }
 }

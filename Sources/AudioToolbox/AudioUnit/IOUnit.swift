@@ -19,20 +19,24 @@ import Glibc
 ///
 /// Each direction is a stream of the sound server opened at the client's rate and channel count
 /// (the server resamples and remaps; the unit converts only the sample type and interleaving) on
-/// a real-time thread of its own, so a callback that blocks stalls this unit only. Render
-/// callbacks are called with slices of the I/O buffer size: the audio session's preferred I/O
-/// buffer duration when one is set, else the session's default `ioBufferDuration` (20 ms), at
-/// most `kAudioUnitProperty_MaximumFramesPerSlice`.
+/// a real-time thread of its own, so a callback that blocks stalls this unit only.
+///
+/// The I/O buffer is the audio session's preferred I/O buffer duration when one is set, else the
+/// session's default `ioBufferDuration` (20 ms), at most `kAudioUnitProperty_MaximumFramesPerSlice`.
+/// The server holds one buffer of output when the app asked for its latency, two otherwise, and
+/// then asks for a whole buffer at a time (half the wake-ups of its own choice). Render callbacks
+/// are called when the server asks, for what it asks, in slices of at most the I/O buffer: as
+/// Apple says, `inNumberFrames` varies. At a preferred 5 ms PulseAudio asks for 1.25 ms at a time;
+/// rendering a whole buffer ahead of that measured 1.75× a raw libpulse client's round trip in
+/// play-through, rendering what is asked 1.0× (openavf-bench's `duplex`).
 ///
 /// The input callback (`kAudioOutputUnitProperty_SetInputCallback`) is called on the recording
-/// stream's thread as each slice arrives; `AudioUnitRender` on bus 1 reads the oldest slice not
-/// yet read, from whichever thread asks (ask from one thread: the input callback's, or the render
-/// callback's for play-through). Without an input callback, input waits for its reader until a
-/// whole slice is there (the two streams' cycles do not line up), and a stalled reader finds
-/// recent input, not old. The server holds one slice of output ahead when the audio session has
-/// a preferred I/O buffer duration (the app asked for its latency), two otherwise. Play-through measures twice a raw libpulse client's round trip (openavf-bench's
-/// `duplex`): the slice the render callback fills ahead of the server's request, and the wait
-/// for a whole slice of input, both absent from a client that writes whatever it has.
+/// stream's thread as each I/O buffer of input arrives; `AudioUnitRender` on bus 1 reads the
+/// oldest input not yet read, from whichever thread asks (ask from one thread: the input
+/// callback's, or the render callback's for play-through). A play-through reader that finds too
+/// little gets silence for what is missing and that input late (the two streams' cycles do not
+/// line up: the input settles at the least latency their phase allows, as a raw client's does);
+/// a reader stalled beyond three buffers finds recent input, not old.
 ///
 /// `SystemOutput` plays where `DefaultOutput` does: the server has one default output, and the
 /// alert sounds' place is the server's sample cache (`AudioServicesPlaySystemSound`).
@@ -57,8 +61,6 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     private var recordShape: PCMShape?
     private var inputScratch = UnsafeMutablePointer<Float>.allocate(capacity: 1)
     private var sliceFrames = 512
-    /// Whether bus 1's reader has its cushion of input (the reader's own).
-    private var cushioned = false
 
     init(component: AudioComponentEntry, hasInput: Bool) {
         self.hasInput = hasInput
@@ -221,7 +223,6 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                     inputRing = ring
                     inputRingRef = .passUnretained(ring)
                     recordShape = PCMShape(f)
-                    cushioned = false
                     inputScratch.deallocate()
                     inputScratch = .allocate(capacity: sliceFrames * channels)
                     inputScratch.initialize(repeating: 0, count: sliceFrames * channels)
@@ -330,19 +331,13 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         var got = 0
         if case .none = inputCallback.source() {
             // Read from another thread than the recording's (play-through, or an engine's input):
-            // the two streams' cycles do not line up, so input waits in the ring for a whole
-            // slice. Short of one, the wait starts again (silence meanwhile); beyond three (the
-            // reader stalled), all but the newest slice goes.
+            // the two streams' cycles do not line up. What is short is silence now and comes
+            // late, so the ring settles at the least the two cycles' phase needs (a raw
+            // client's way). Beyond three slices (the reader stalled), all but the newest goes.
             let available = ring.available
             if available > 3 * sliceFrames * channels { ring.skip(available - sliceFrames * channels) }
-            if !cushioned && ring.available >= sliceFrames * channels { cushioned = true }
-            if cushioned {
-                got = ring.read(into: inputScratch, count: wanted)
-                if got < wanted { cushioned = false }
-            }
-        } else {
-            got = ring.read(into: inputScratch, count: wanted)
         }
+        got = ring.read(into: inputScratch, count: wanted)
         if got < wanted { (inputScratch + got).update(repeating: 0, count: wanted - got) }
         if got == 0 { flags.pointee.insert(.unitRenderAction_OutputIsSilence) }
         shape.write(from: inputScratch, frames: n, to: output)
@@ -359,8 +354,6 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         private let slice: Int
         private let channels: Int
         private let rate: Double
-        private let carry: UnsafeMutablePointer<Float>
-        private var carryFrames = 0, carryOffset = 0
         private let clientStorage: UnsafeMutableRawPointer
         private let list: UnsafeMutableAudioBufferListPointer
         private let stamp = UnsafeMutablePointer<AudioTimeStamp>.allocate(capacity: 1)
@@ -375,8 +368,6 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             self.slice = slice
             channels = shape.channels
             rate = format.mSampleRate
-            carry = .allocate(capacity: slice * channels)
-            carry.initialize(repeating: 0, count: slice * channels)
             clientStorage = .allocate(byteCount: slice * channels * 4, alignment: 16)
             clientStorage.initializeMemory(as: UInt8.self, repeating: 0, count: slice * channels * 4)
             list = AudioBufferList.allocate(maximumBuffers: max(channels, 1))
@@ -386,7 +377,6 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         }
 
         deinit {
-            carry.deallocate()
             clientStorage.deallocate()
             list.unsafeMutablePointer.deallocate()
             stamp.deallocate()
@@ -399,33 +389,27 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             thread.store(UInt(pthread_self()), ordering: .relaxed)
             var done = 0
             while done < count {
-                if carryFrames == 0 {
-                    renderSlice(hostTime: time.hostTime + UInt64(Double(done) * 1e9 / rate))
-                    carryFrames = slice
-                    carryOffset = 0
-                }
-                let n = min(carryFrames, count - done)
-                (output + done * channels).update(from: carry + carryOffset * channels, count: n * channels)
-                carryFrames -= n
-                carryOffset += n
+                let n = min(slice, count - done)
+                renderSlice(n, into: output + done * channels, hostTime: time.hostTime + UInt64(Double(done) * 1e9 / rate))
                 done += n
             }
             return count
         }
 
-        private func renderSlice(hostTime: UInt64) {
-            shape.prepare(list, storage: clientStorage, frames: slice)
+        /// Pulls `frames` frames (at most a slice) and writes them, float interleaved, to `out`.
+        private func renderSlice(_ frames: Int, into out: UnsafeMutablePointer<Float>, hostTime: UInt64) {
+            shape.prepare(list, storage: clientStorage, frames: frames)
             stamp.pointee = AudioTimeStamp(
                 mSampleTime: sampleTime, mHostTime: hostTime, mRateScalar: 1, mWordClockTime: 0, mSMPTETime: SMPTETime(), mFlags: validFlags,
                 mReserved: 0)
             flags.pointee = []
-            let status = unit._withUnsafeGuaranteedRef { $0.pull(input: 0, flags: flags, time: stamp, frames: slice, into: list.unsafeMutablePointer) }
+            let status = unit._withUnsafeGuaranteedRef { $0.pull(input: 0, flags: flags, time: stamp, frames: frames, into: list.unsafeMutablePointer) }
             if status == noErr && !flags.pointee.contains(.unitRenderAction_OutputIsSilence) {
-                shape.read(list, frames: slice, into: carry)
+                shape.read(list, frames: frames, into: out)
             } else {
-                carry.update(repeating: 0, count: slice * channels)
+                out.update(repeating: 0, count: frames * channels)
             }
-            sampleTime += Double(slice)
+            sampleTime += Double(frames)
         }
     }
 
