@@ -77,9 +77,10 @@ enum Bench {
         // 2. Dropouts a listener hears, counted on the sink.
         if wanted("underruns") {
             say("")
-            say("Dropouts heard on the speaker's monitor in a continuous 1 kHz sine: an output queue of three N ms buffers with the")
-            say("session's preferred I/O buffer at N ms, beside pacat --latency-msec=N playing the same sine (target 0):")
-            say("  case                                   seconds   queue dropouts (server underruns)   pacat dropouts")
+            say("Dropouts heard on the speaker's monitor in a continuous 1 kHz sine: an output queue of three N ms buffers and a")
+            say("RemoteIO unit's render callback, each with the session's preferred I/O buffer at N ms, beside pacat --latency-msec=N")
+            say("playing the same sine (target 0):")
+            say("  case                                   seconds   queue dropouts (server underruns)   RemoteIO dropouts   pacat dropouts")
             let idleSeconds = short ? 30.0 : 600.0
             let loadSeconds = short ? 20.0 : 60.0
             for (ms, seconds, loaded) in [(5, idleSeconds, false), (10, loadSeconds, true)] {
@@ -87,11 +88,13 @@ enum Bench {
                     let load = loaded ? try PlaybackBench.loadCores(ProcessInfo.processInfo.activeProcessorCount) : []
                     defer { for child in load { child.terminate() } }
                     let ours = try DropoutBench.queue(environment: handle.environment, milliseconds: ms, seconds: seconds)
+                    let unit = try DropoutBench.ioUnit(environment: handle.environment, milliseconds: ms, seconds: seconds)
                     let anchor = try DropoutBench.pacat(environment: handle.environment, milliseconds: ms, seconds: seconds)
                     let name = "\(ms) ms, \(loaded ? "every core busy" : "idle")".padding(toLength: 37, withPad: " ", startingAt: 0)
-                    say(String(format: "  %@   %7.0f   %14d (%d)%@   %14d", name, seconds, ours.dropouts, ours.serverUnderruns ?? 0,
-                               String(repeating: " ", count: max(0, 15 - String(ours.serverUnderruns ?? 0).count)), anchor.dropouts))
+                    say(String(format: "  %@   %7.0f   %14d (%d)%@   %17d   %14d", name, seconds, ours.dropouts, ours.serverUnderruns ?? 0,
+                               String(repeating: " ", count: max(0, 15 - String(ours.serverUnderruns ?? 0).count)), unit.dropouts, anchor.dropouts))
                     if ours.heard < seconds * 0.9 { failures.append("dropouts at \(ms) ms: the sine was heard for \(ours.heard) s of \(seconds)") }
+                    if unit.heard < seconds * 0.9 { failures.append("dropouts at \(ms) ms: RemoteIO's sine was heard for \(unit.heard) s of \(seconds)") }
                 } catch {
                     failures.append("dropouts at \(ms) ms: \(error)")
                 }

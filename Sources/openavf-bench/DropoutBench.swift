@@ -46,6 +46,22 @@ enum DropoutBench {
             buffer.pointee.mAudioDataByteSize = UInt32(n * 4)
             AudioQueueEnqueueBuffer(queue, buffer, 0, nil)
         }
+
+            /// The same sine from a render callback (silence once it is all played).
+            static let render: AURenderCallback = { refCon, _, _, _, frames, data in
+                let me = Unmanaged<Sine>.fromOpaque(refCon).takeUnretainedValue()
+                let out = UnsafeMutableAudioBufferListPointer(data!)[0].mData!.assumingMemoryBound(to: Float.self)
+                let n = min(Int(frames), max(0, me.total - me.frames))
+                let step = 2 * Double.pi * frequency / rate
+                for i in 0..<n {
+                    out[i] = amplitude * Float(sin(me.phase))
+                    me.phase += step
+                    if me.phase > 2 * Double.pi { me.phase -= 2 * Double.pi }
+                }
+                for i in n..<Int(frames) { out[i] = 0 }
+                me.frames += n
+                return noErr
+            }
     }
 
     /// Silences of at least half a millisecond between the sine's first and last sample.
@@ -95,6 +111,37 @@ enum DropoutBench {
         pause(0.1)
         let (dropouts, heard) = count(capture.stop().first ?? [])
         return Figure(dropouts: dropouts, serverUnderruns: diagnostics?.serverXruns, heard: heard)
+    }
+
+    /// The sine from a RemoteIO unit's render callback, the session's preferred I/O buffer at
+    /// `milliseconds` (the unit renders when the server asks, what it asks).
+    static func ioUnit(environment: [String: String], milliseconds: Int, seconds: Double) throws -> Figure {
+        let session = AVAudioSession.sharedInstance()
+        try session.setCategory(.playback)
+        try session.setPreferredIOBufferDuration(Double(milliseconds) / 1000)
+        try session.setActive(true)
+        defer { try? session.setActive(false) }
+        let capture = try SignalCapture(environment: environment, device: defaultMonitorName())
+        var d = AudioComponentDescription(
+            componentType: kAudioUnitType_Output, componentSubType: kAudioUnitSubType_RemoteIO, componentManufacturer: kAudioUnitManufacturer_Apple,
+            componentFlags: 0, componentFlagsMask: 0)
+        var unit: AudioUnit?
+        guard let component = AudioComponentFindNext(nil, &d), AudioComponentInstanceNew(component, &unit) == noErr, let unit else { throw BenchError("no RemoteIO") }
+        defer { AudioComponentInstanceDispose(unit) }
+        var mono = AudioStreamBasicDescription(
+            mSampleRate: rate, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked,
+            mBytesPerPacket: 4, mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
+        try check(AudioUnitSetProperty(unit, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, 0, &mono, UInt32(MemoryLayout<AudioStreamBasicDescription>.size)), "StreamFormat")
+        let sine = Sine(seconds: seconds)
+        var cb = AURenderCallbackStruct(inputProc: Sine.render, inputProcRefCon: Unmanaged.passUnretained(sine).toOpaque())
+        try check(AudioUnitSetProperty(unit, kAudioUnitProperty_SetRenderCallback, kAudioUnitScope_Input, 0, &cb, UInt32(MemoryLayout<AURenderCallbackStruct>.size)), "SetRenderCallback")
+        try check(AudioUnitInitialize(unit), "AudioUnitInitialize")
+        try check(AudioOutputUnitStart(unit), "AudioOutputUnitStart")
+        pause(seconds + 0.3)
+        AudioOutputUnitStop(unit)
+        pause(0.1)
+        let (dropouts, heard) = count(capture.stop().first ?? [])
+        return Figure(dropouts: dropouts, serverUnderruns: nil, heard: heard)
     }
 
     /// `pacat --latency-msec=milliseconds` playing the same sine from a file.
