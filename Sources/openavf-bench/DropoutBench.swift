@@ -47,21 +47,21 @@ enum DropoutBench {
             AudioQueueEnqueueBuffer(queue, buffer, 0, nil)
         }
 
-            /// The same sine from a render callback (silence once it is all played).
-            static let render: AURenderCallback = { refCon, _, _, _, frames, data in
-                let me = Unmanaged<Sine>.fromOpaque(refCon).takeUnretainedValue()
-                let out = UnsafeMutableAudioBufferListPointer(data!)[0].mData!.assumingMemoryBound(to: Float.self)
-                let n = min(Int(frames), max(0, me.total - me.frames))
-                let step = 2 * Double.pi * frequency / rate
-                for i in 0..<n {
-                    out[i] = amplitude * Float(sin(me.phase))
-                    me.phase += step
-                    if me.phase > 2 * Double.pi { me.phase -= 2 * Double.pi }
-                }
-                for i in n..<Int(frames) { out[i] = 0 }
-                me.frames += n
-                return noErr
+        /// The same sine from a render callback (silence once it is all played).
+        static let render: AURenderCallback = { refCon, _, _, _, frames, data in
+            let me = Unmanaged<Sine>.fromOpaque(refCon).takeUnretainedValue()
+            let out = UnsafeMutableAudioBufferListPointer(data!)[0].mData!.assumingMemoryBound(to: Float.self)
+            let n = min(Int(frames), max(0, me.total - me.frames))
+            let step = 2 * Double.pi * frequency / rate
+            for i in 0..<n {
+                out[i] = amplitude * Float(sin(me.phase))
+                me.phase += step
+                if me.phase > 2 * Double.pi { me.phase -= 2 * Double.pi }
             }
+            for i in n..<Int(frames) { out[i] = 0 }
+            me.frames += n
+            return noErr
+        }
     }
 
     /// Silences of at least half a millisecond between the sine's first and last sample.
