@@ -76,6 +76,36 @@ final class AudioEngineOfflineTests: XCTestCase {
         engine.stop()
     }
 
+    func testOneOutputFeedsSeveralInputsRenderedOnceEach() throws {
+        // A player to the main mixer twice: straight (bus 0) and through a submixer at half
+        // volume. Rendered once per cycle, both paths carry the same samples: 1.5× the source.
+        // Rendered per pull, the second path would take the player's next samples instead.
+        let engine = try Self.offlineEngine()
+        let player = AVAudioPlayerNode(), submix = AVAudioMixerNode()
+        engine.attach(player)
+        engine.attach(submix)
+        engine.connect(submix, to: engine.mainMixerNode, fromBus: 0, toBus: 1, format: Self.stereo)
+        engine.connect(player, to: [AVAudioConnectionPoint(node: engine.mainMixerNode, bus: 0), AVAudioConnectionPoint(node: submix, bus: 0)],
+                       fromBus: 0, format: Self.stereo)
+        submix.outputVolume = 0.5
+        XCTAssertEqual(engine.outputConnectionPoints(for: player, outputBus: 0).count, 2)
+        let frames = 9600
+        let ramp: (Int) -> Float = { i in Float(i % 1000) / 4000 }
+        player.scheduleBuffer(Self.buffer(frames: frames, ramp))
+        try engine.start()
+        player.play()
+        let out = try Self.render(engine, frames: frames, block: 512)
+        let expected = (0..<frames).map { 1.5 * ramp($0) }
+        XCTAssertLessThanOrEqual(Self.maxDifference(out[0], expected), 1e-6)
+        XCTAssertLessThanOrEqual(Self.maxDifference(out[1], expected), 1e-6)
+        engine.stop()
+
+        // Connected again to one point, the player feeds only that one.
+        engine.connect(player, to: [AVAudioConnectionPoint(node: submix, bus: 0)], fromBus: 0, format: Self.stereo)
+        XCTAssertEqual(engine.outputConnectionPoints(for: player, outputBus: 0).map { $0.node }, [submix])
+        XCTAssertNil(engine.inputConnectionPoint(for: engine.mainMixerNode, inputBus: 0))
+    }
+
     func testScheduledBuffersPlayInOrderGaplessAndCompleteOnce() throws {
         let engine = try Self.offlineEngine()
         let player = AVAudioPlayerNode()

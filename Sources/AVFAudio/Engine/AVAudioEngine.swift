@@ -201,8 +201,8 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     }
 
     /// Connects output `bus1` of `node1` to input `bus2` of `node2` in `format` (nil: node1's
-    /// output format). An input takes one connection: a previous one is replaced. Both nodes
-    /// must be attached.
+    /// output format). An input takes one connection and this call makes the output bus's only
+    /// one: what either had before is replaced. Both nodes must be attached.
     open func connect(_ node1: AVAudioNode, to node2: AVAudioNode, fromBus bus1: AVAudioNodeBus, toBus bus2: AVAudioNodeBus, format: AVAudioFormat?) {
         lock.lock()
         defer { lock.unlock() }
@@ -210,47 +210,63 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         let format = format ?? node1.outputFormat(forBus: bus1)
         let touchingIO = node1.unit === madeIOUnit || node2.unit === madeIOUnit
         reconfigure(touchingIO: touchingIO) {
-            // What was there before goes: node2's input, and (a single output) node1's output bus.
-            disconnectLocked(input: node2, bus: bus2)
             disconnectLocked(output: node1, bus: bus1)
-            var asbd = format.streamDescription.pointee
-            let size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
-            let sourceBus = node1.unitOutputBus(bus1), destinationBus = node2.unitInputBus(bus2)
-            if let mixer = node2 as? AVAudioMixerNode { mixer.ensureInputs(destinationBus + 1) }
-            for unit in [node1.unit, node2.unit] where unit.isInitialized { AudioUnitUninitialize(unit.ref) }
-            var statuses = [AudioUnitSetProperty(node1.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, UInt32(sourceBus), &asbd, size)]
-            if node1.unit.isInPlaceEffect {
-                statuses.append(AudioUnitSetProperty(node1.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, 0, &asbd, size))
-            }
-            statuses.append(AudioUnitSetProperty(node2.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, UInt32(destinationBus), &asbd, size))
-            if node2.unit.isInPlaceEffect {
-                statuses.append(AudioUnitSetProperty(node2.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, 0, &asbd, size))
-            }
-            // Apple raises on a format a node cannot take; here the connection is not made, and
-            // says why (the nodes render in the engine's standard format: 32-bit float,
-            // non-interleaved).
-            if let refused = statuses.first(where: { $0 != noErr && $0 != kAudioUnitErr_PropertyNotWritable }) {
-                FileHandle.standardError.write(Data("AVAudioEngine.connect: \(format) cannot connect \(type(of: node1)) to \(type(of: node2)) (\(refused)); the nodes are not connected\n".utf8))
-                if prepared { for unit in [node1.unit, node2.unit] { AudioUnitInitialize(unit.ref) } }
-                return
-            }
-            if node2 !== _outputNode {
-                var connection = AudioUnitConnection(sourceAudioUnit: node1.unit.ref, sourceOutputNumber: UInt32(sourceBus), destInputNumber: UInt32(destinationBus))
-                AudioUnitSetProperty(node2.unit.ref, kAudioUnitProperty_MakeConnection, kAudioUnitScope_Input, UInt32(destinationBus), &connection, UInt32(MemoryLayout<AudioUnitConnection>.size))
-            }
-            sources[BusKey(node: ObjectIdentifier(node2), bus: bus2)] = (node1, bus1)
-            if let mixer = node2 as? AVAudioMixerNode { node1.applyMixing(to: mixer, bus: destinationBus) }
-            if prepared {
-                for unit in [node1.unit, node2.unit] { AudioUnitInitialize(unit.ref) }
-            }
+            connectLocked(node1, to: node2, fromBus: bus1, toBus: bus2, format: format)
         }
     }
 
-    /// Connects `sourceNode`'s output to each point. This engine renders a node once per cycle
-    /// for one destination: only the first point is connected.
+    /// Connects `sourceNode`'s output bus to every point (one to many): the bus's connections
+    /// become these. The source renders once per cycle and each destination hears the same
+    /// audio, as long as the destinations pull it for the same time (a time effect pulls its
+    /// own: a source shared with one renders again for it).
     open func connect(_ sourceNode: AVAudioNode, to destNodes: [AVAudioConnectionPoint], fromBus sourceBus: AVAudioNodeBus, format: AVAudioFormat?) {
-        guard let first = destNodes.first, let node = first.node else { return }
-        connect(sourceNode, to: node, fromBus: sourceBus, toBus: first.bus, format: format)
+        lock.lock()
+        defer { lock.unlock() }
+        let points = destNodes.compactMap { point in point.node.map { ($0, point.bus) } }
+        precondition(nodes[ObjectIdentifier(sourceNode)] != nil && points.allSatisfy { nodes[ObjectIdentifier($0.0)] != nil },
+                     "AVAudioEngine.connect: every node must be attached")
+        let format = format ?? sourceNode.outputFormat(forBus: sourceBus)
+        let touchingIO = sourceNode.unit === madeIOUnit || points.contains { $0.0.unit === madeIOUnit }
+        reconfigure(touchingIO: touchingIO) {
+            disconnectLocked(output: sourceNode, bus: sourceBus)
+            for (node, bus) in points { connectLocked(sourceNode, to: node, fromBus: sourceBus, toBus: bus, format: format) }
+        }
+    }
+
+    /// One connection, with the engine's lock held and no cycle running; `node1`'s other
+    /// connections from `bus1` stay.
+    private func connectLocked(_ node1: AVAudioNode, to node2: AVAudioNode, fromBus bus1: AVAudioNodeBus, toBus bus2: AVAudioNodeBus, format: AVAudioFormat) {
+        disconnectLocked(input: node2, bus: bus2)
+        var asbd = format.streamDescription.pointee
+        let size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
+        let sourceBus = node1.unitOutputBus(bus1), destinationBus = node2.unitInputBus(bus2)
+        if let mixer = node2 as? AVAudioMixerNode { mixer.ensureInputs(destinationBus + 1) }
+        for unit in [node1.unit, node2.unit] where unit.isInitialized { AudioUnitUninitialize(unit.ref) }
+        var statuses = [AudioUnitSetProperty(node1.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, UInt32(sourceBus), &asbd, size)]
+        if node1.unit.isInPlaceEffect {
+            statuses.append(AudioUnitSetProperty(node1.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, 0, &asbd, size))
+        }
+        statuses.append(AudioUnitSetProperty(node2.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, UInt32(destinationBus), &asbd, size))
+        if node2.unit.isInPlaceEffect {
+            statuses.append(AudioUnitSetProperty(node2.unit.ref, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, 0, &asbd, size))
+        }
+        // Apple raises on a format a node cannot take; here the connection is not made, and
+        // says why (the nodes render in the engine's standard format: 32-bit float,
+        // non-interleaved).
+        if let refused = statuses.first(where: { $0 != noErr && $0 != kAudioUnitErr_PropertyNotWritable }) {
+            FileHandle.standardError.write(Data("AVAudioEngine.connect: \(format) cannot connect \(type(of: node1)) to \(type(of: node2)) (\(refused)); the nodes are not connected\n".utf8))
+            if prepared { for unit in [node1.unit, node2.unit] { AudioUnitInitialize(unit.ref) } }
+            return
+        }
+        if node2 !== _outputNode {
+            var connection = AudioUnitConnection(sourceAudioUnit: node1.unit.ref, sourceOutputNumber: UInt32(sourceBus), destInputNumber: UInt32(destinationBus))
+            AudioUnitSetProperty(node2.unit.ref, kAudioUnitProperty_MakeConnection, kAudioUnitScope_Input, UInt32(destinationBus), &connection, UInt32(MemoryLayout<AudioUnitConnection>.size))
+        }
+        sources[BusKey(node: ObjectIdentifier(node2), bus: bus2)] = (node1, bus1)
+        if let mixer = node2 as? AVAudioMixerNode { node1.applyMixing(to: mixer, bus: destinationBus) }
+        if prepared {
+            for unit in [node1.unit, node2.unit] { AudioUnitInitialize(unit.ref) }
+        }
     }
 
     open func disconnectNodeInput(_ node: AVAudioNode, bus: AVAudioNodeBus) {
@@ -379,6 +395,14 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
             }
         }
         let sinks = nodes.values.compactMap { ($0 as? AVAudioSinkNode)?.sinkUnit }
+        // An output bus that feeds several inputs renders once per cycle.
+        var fanOut: [BusKey: Int] = [:]
+        for source in sources.values { fanOut[BusKey(node: ObjectIdentifier(source.node), bus: source.bus), default: 0] += 1 }
+        for node in nodes.values {
+            for bus in 0..<node.numberOfOutputs {
+                node.unit.setShared((fanOut[BusKey(node: ObjectIdentifier(node), bus: bus)] ?? 0) > 1, bus: node.unitOutputBus(bus))
+            }
+        }
         driver.install(EngineDriver.Plan(root: root, ends: ends, sinks: sinks))
     }
 
@@ -412,6 +436,8 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
             guard status == noErr else { throw statusError(status, "AVAudioEngine.start: a node cannot render in its format") }
         }
         for case let player as AVAudioPlayerNode in nodes.values { player.rendersOffline(manualMode == .offline) }
+        // Sample times start again: a shared bus's last render is not this cycle's.
+        for node in nodes.values { node.unit.forgetSharedRenders() }
         // Real-time manual rendering renders on the app's real-time thread: rewiring holds it at
         // the gate as it holds the output's.
         if manualMode == .realtime { driver.rendering.store(true, ordering: .releasing) }

@@ -134,6 +134,30 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
         }
     }
 
+    /// Each output bus's share (an unretained ``OutputShare``, 0 for none): a bus that feeds
+    /// several inputs renders once per cycle. ``setShared(_:bus:)`` keeps it.
+    private let shareSlots: UnsafeMutablePointer<Atomic<UInt>>
+    private var sharesKept: [Int: OutputShare] = [:]
+
+    /// Makes output `bus` render once per cycle however many inputs pull it (an engine's
+    /// one-to-many connection), or not. The caller sees that no render is in progress.
+    package func setShared(_ shared: Bool, bus: Int) {
+        guard bus < tapCount else { return }
+        lock.withLock { _ in
+            let channels = Int(outputFormats[bus].mChannelsPerFrame), frames = Int(maximumFramesPerSlice)
+            if shared, let kept = sharesKept[bus], kept.fits(channels: channels, frames: frames) { return }
+            let share = shared ? OutputShare(channels: channels, frames: frames) : nil
+            shareSlots[bus].store(share.map { UInt(bitPattern: Unmanaged.passUnretained($0).toOpaque()) } ?? 0, ordering: .releasing)
+            sharesKept[bus] = share
+        }
+    }
+
+    /// Forgets the renders shared buses keep (before times start again: a start, a reset). The
+    /// caller sees that no render is in progress.
+    package func forgetSharedRenders() {
+        lock.withLock { _ in for share in sharesKept.values { share.forget() } }
+    }
+
     /// The output buffers handed out when a caller passes buffers without memory, and how many
     /// channels of them there are.
     private(set) var outputStorage: UnsafeMutablePointer<Float>?
@@ -153,6 +177,8 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
         tapCount = max(outputs, 1)
         tapSlots = .allocate(capacity: tapCount)
         for i in 0..<tapCount { (tapSlots + i).initialize(to: Atomic(0)) }
+        shareSlots = .allocate(capacity: tapCount)
+        for i in 0..<tapCount { (shareSlots + i).initialize(to: Atomic(0)) }
         for (i, input) in self.inputs.enumerated() { (inputRefs + i).initialize(to: .passUnretained(input)) }
     }
 
@@ -160,6 +186,8 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
         inputRefs.deallocate()
         tapSlots.deinitialize(count: tapCount)
         tapSlots.deallocate()
+        shareSlots.deinitialize(count: tapCount)
+        shareSlots.deallocate()
         outputStorage?.deallocate()
     }
 
@@ -242,6 +270,25 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
             list[i].mData = UnsafeMutableRawPointer(storage + i * maximum)
             list[i].mDataByteSize = UInt32(n * 4)
         }
+        if Int(bus) < tapCount, let raw = UnsafeRawPointer(bitPattern: shareSlots[Int(bus)].load(ordering: .acquiring)) {
+            return Unmanaged<OutputShare>.fromOpaque(raw)._withUnsafeGuaranteedRef { share in
+                if share.holds(time: time.pointee.mSampleTime, frames: n, buffers: list.count) {
+                    share.copy(to: list, frames: n)
+                    flags.pointee = share.flags
+                    return share.status
+                }
+                let result = renderFresh(flags: flags, time: time, bus: bus, frames: n, data: data)
+                share.keep(list, frames: n, time: time.pointee.mSampleTime, flags: flags.pointee, status: result)
+                return result
+            }
+        }
+        return renderFresh(flags: flags, time: time, bus: bus, frames: n, data: data)
+    }
+
+    private func renderFresh(
+        flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames n: Int,
+        data: UnsafeMutablePointer<AudioBufferList>
+    ) -> OSStatus {
         let result = renderOutput(flags: flags, time: time, bus: bus, frames: n, output: data)
         if result != noErr { lastRenderError.store(result, ordering: .relaxed) }
         if Int(bus) < tapCount, let tap = UnsafeRawPointer(bitPattern: tapSlots[Int(bus)].load(ordering: .acquiring)) {
@@ -524,5 +571,73 @@ enum RenderRegistry {
             return Unmanaged<AudioUnitObject>.fromOpaque(raw)._withUnsafeGuaranteedRef(body)
         }
         return nil
+    }
+}
+
+/// An output bus's last render, kept for the other inputs the bus feeds in the same cycle (same
+/// sample time and frame count). Made on a control thread; used by the render thread only.
+final class OutputShare: @unchecked Sendable {
+    /// One slot of `capacity` bytes per buffer.
+    private let storage: UnsafeMutableRawPointer
+    private let sizes: UnsafeMutablePointer<UInt32>
+    private let buffers: Int
+    private let capacity: Int
+    private var sampleTime = -Double.infinity
+    private var frames = -1
+    private var kept = 0
+    private(set) var status = noErr
+    private(set) var flags = AudioUnitRenderActionFlags()
+
+    /// Room for `frames` frames of `channels` channels of 32-bit samples, interleaved or not.
+    init(channels: Int, frames: Int) {
+        buffers = max(channels, 1)
+        capacity = buffers * max(frames, 1) * 4
+        storage = .allocate(byteCount: buffers * capacity, alignment: 16)
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: buffers * capacity)
+        sizes = .allocate(capacity: buffers)
+        sizes.initialize(repeating: 0, count: buffers)
+    }
+
+    deinit {
+        storage.deallocate()
+        sizes.deallocate()
+    }
+
+    func forget() { frames = -1 }
+
+    func fits(channels: Int, frames: Int) -> Bool { buffers == max(channels, 1) && capacity == buffers * max(frames, 1) * 4 }
+
+    /// Whether the render of this cycle (`time`, `frames`) is here, for a list of `count` buffers.
+    func holds(time: Double, frames n: Int, buffers count: Int) -> Bool {
+        sampleTime == time && frames == n && count == kept
+    }
+
+    func copy(to list: UnsafeMutableAudioBufferListPointer, frames n: Int) {
+        for b in 0..<list.count {
+            guard let p = list[b].mData else { continue }
+            p.copyMemory(from: storage + b * capacity, byteCount: Int(sizes[b]))
+            list[b].mDataByteSize = sizes[b]
+        }
+    }
+
+    /// Keeps `list`'s render of `frames` frames at `time`; a render too big to keep is not.
+    func keep(_ list: UnsafeMutableAudioBufferListPointer, frames n: Int, time: Double, flags: AudioUnitRenderActionFlags, status: OSStatus) {
+        frames = -1
+        guard list.count <= buffers else { return }
+        for b in 0..<list.count {
+            let size = Int(list[b].mDataByteSize)
+            guard size <= capacity else { return }
+            if let p = list[b].mData {
+                (storage + b * capacity).copyMemory(from: p, byteCount: size)
+            } else {
+                (storage + b * capacity).initializeMemory(as: UInt8.self, repeating: 0, count: size)
+            }
+            sizes[b] = UInt32(size)
+        }
+        kept = list.count
+        sampleTime = time
+        frames = n
+        self.flags = flags
+        self.status = status
     }
 }
