@@ -105,7 +105,7 @@ public final class AVAudioFormat: NSObject, @unchecked Sendable {
         let frameBytes = bits / 8 * (interleaved ? channels : 1)
         return AudioStreamBasicDescription(
             mSampleRate: sampleRate, mFormatID: kAudioFormatLinearPCM,
-            mFormatFlags: flags | kAudioFormatFlagsNativeEndian | kAudioFormatFlagIsPacked | (interleaved || channels == 1 ? 0 : kAudioFormatFlagIsNonInterleaved),
+            mFormatFlags: flags | kAudioFormatFlagsNativeEndian | kAudioFormatFlagIsPacked | (interleaved ? 0 : kAudioFormatFlagIsNonInterleaved),
             mBytesPerPacket: frameBytes, mFramesPerPacket: 1, mBytesPerFrame: frameBytes, mChannelsPerFrame: channels, mBitsPerChannel: bits,
             mReserved: 0)
     }
@@ -113,7 +113,11 @@ public final class AVAudioFormat: NSObject, @unchecked Sendable {
     public var streamDescription: UnsafePointer<AudioStreamBasicDescription> { UnsafePointer(asbd) }
     public var sampleRate: Double { asbd.pointee.mSampleRate }
     public var channelCount: AVAudioChannelCount { asbd.pointee.mChannelsPerFrame }
-    public var isInterleaved: Bool { asbd.pointee.mFormatFlags & kAudioFormatFlagIsNonInterleaved == 0 || channelCount == 1 }
+    /// Whether the description says interleaved: `kAudioFormatFlagIsNonInterleaved` is clear. As
+    /// Apple's, this reads the flag even for one channel, where both layouts are the same bytes:
+    /// the standard mono format is not interleaved, a mono format made with `interleaved: true`
+    /// is (the two still compare equal, see ``isEqual(_:)``).
+    public var isInterleaved: Bool { asbd.pointee.mFormatFlags & kAudioFormatFlagIsNonInterleaved == 0 }
 
     public var commonFormat: AVAudioCommonFormat {
         let d = asbd.pointee
@@ -130,8 +134,11 @@ public final class AVAudioFormat: NSObject, @unchecked Sendable {
         }
     }
 
-    /// Deinterleaved 32-bit float, native endian.
-    public var isStandard: Bool { commonFormat == .pcmFormatFloat32 && !isInterleaved || (commonFormat == .pcmFormatFloat32 && channelCount == 1) }
+    /// Deinterleaved 32-bit float, native endian: the format of
+    /// ``init(standardFormatWithSampleRate:channels:)``, for one channel as for two. A mono
+    /// format made with `interleaved: true` is not standard, as on Apple's platforms, though the
+    /// engine's nodes take it alike (one channel is the same bytes either way).
+    public var isStandard: Bool { commonFormat == .pcmFormatFloat32 && !isInterleaved }
 
     public var settings: [String: Any] {
         let d = asbd.pointee

@@ -95,8 +95,7 @@ enum TimePitchBench {
 
     /// `x` through `AVAudioUnitTimePitch` in an offline engine (player → time pitch → main mixer),
     /// rendered in 512-frame slices as a device would pull them, one second past the expected end.
-    /// In stereo, both channels `x`, the left returned: the player node refuses a mono buffer
-    /// (`AVAudioFormat.isInterleaved` is true for every mono format here).
+    /// In stereo, both channels `x`, the left returned.
     static func shipped(_ x: [Float], sampleRate: Double, _ op: Operation) throws -> [Float] {
         let format = AVAudioFormat(standardFormatWithSampleRate: sampleRate, channels: 2)!
         let engine = AVAudioEngine()

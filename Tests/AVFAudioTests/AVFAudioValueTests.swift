@@ -21,6 +21,22 @@ final class AVAudioFormatTests: XCTestCase {
         XCTAssertNotEqual(standard, int16)
     }
 
+    /// One channel: the standard format is deinterleaved and standard, one made `interleaved:
+    /// true` is interleaved and not standard, and the two compare equal (the same bytes).
+    func testMonoFormatsReportTheirInterleavingAndCompareEqual() throws {
+        let standard = try XCTUnwrap(AVAudioFormat(standardFormatWithSampleRate: 48000, channels: 1))
+        XCTAssertTrue(standard.isStandard)
+        XCTAssertFalse(standard.isInterleaved)
+        XCTAssertNotEqual(standard.streamDescription.pointee.mFormatFlags & kAudioFormatFlagIsNonInterleaved, 0)
+        XCTAssertEqual(standard.settings[AVLinearPCMIsNonInterleaved] as? Bool, true)
+        let interleaved = try XCTUnwrap(AVAudioFormat(commonFormat: .pcmFormatFloat32, sampleRate: 48000, channels: 1, interleaved: true))
+        XCTAssertTrue(interleaved.isInterleaved)
+        XCTAssertFalse(interleaved.isStandard)
+        XCTAssertEqual(interleaved.streamDescription.pointee.mBytesPerFrame, 4)
+        XCTAssertEqual(standard, interleaved)
+        XCTAssertEqual(AVAudioPCMBuffer(pcmFormat: interleaved, frameCapacity: 16)?.stride, 1)
+    }
+
     func testSettingsRoundTrip() throws {
         let pcm: [String: Any] = [
             AVFormatIDKey: kAudioFormatLinearPCM, AVSampleRateKey: 44100.0, AVNumberOfChannelsKey: 2,

@@ -554,6 +554,53 @@ final class AudioEngineResamplingTests: XCTestCase {
     }
 }
 
+/// Mono buffers scheduled on a player connected in their own format, through the stereo main
+/// mixer: the player takes the standard mono format and a mono format made `interleaved: true`
+/// alike (one channel is the same bytes either way), and the mixer spreads it to both sides.
+final class AudioEngineMonoPlayerTests: XCTestCase {
+    /// One second of a 1 kHz tone at half scale in `format` (mono), played through the main
+    /// mixer of an offline engine; both channels of 1.25 s of its output.
+    private func play(_ format: AVAudioFormat) throws -> [[Float]] {
+        let engine = try AudioEngineOfflineTests.offlineEngine()
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        engine.connect(player, to: engine.mainMixerNode, format: format)
+        let tone = try XCTUnwrap(AVAudioPCMBuffer(pcmFormat: format, frameCapacity: 48000))
+        let sine = AudioEngineOfflineTests.sine(1000)
+        for i in 0..<48000 { tone.floatChannelData![0][i] = sine(i) }
+        tone.frameLength = 48000
+        let consumed = expectation(description: "the buffer is consumed")
+        player.scheduleBuffer(tone) { consumed.fulfill() }
+        try engine.start()
+        player.play()
+        defer { engine.stop() }
+        let out = try AudioEngineOfflineTests.render(engine, frames: 60000)
+        wait(for: [consumed], timeout: 5)
+        return out
+    }
+
+    private func assertTone(_ out: [[Float]], file: StaticString = #filePath, line: UInt = #line) {
+        for channel in out {
+            XCTAssertEqual(SignalAnalysis.frequency(channel[4800..<43200], sampleRate: 48000), 1000, accuracy: 0.5, file: file, line: line)
+            XCTAssertEqual(SignalAnalysis.rmsDB(channel[4800..<43200]), 20 * log10(0.5 / 2.squareRoot()), accuracy: 0.1, file: file, line: line)
+            XCTAssertEqual(SignalAnalysis.onset(channel, threshold: 0.05) ?? -1, 0, accuracy: 48, "from the first slice", file: file, line: line)
+            XCTAssertEqual(SignalAnalysis.offset(channel, threshold: 0.05) ?? 0, 48000, accuracy: 48, "one second", file: file, line: line)
+        }
+    }
+
+    func testAMonoBufferInTheStandardFormatPlaysOnBothSides() throws {
+        let format = try XCTUnwrap(AVAudioFormat(standardFormatWithSampleRate: 48000, channels: 1))
+        XCTAssertTrue(format.isStandard)
+        assertTone(try play(format))
+    }
+
+    func testAMonoBufferMadeInterleavedPlaysOnBothSides() throws {
+        let format = try XCTUnwrap(AVAudioFormat(commonFormat: .pcmFormatFloat32, sampleRate: 48000, channels: 1, interleaved: true))
+        XCTAssertTrue(format.isInterleaved)
+        assertTone(try play(format))
+    }
+}
+
 /// A file through time pitch (faster), EQ and reverb into a mixer at another rate, rendered in
 /// slices of the manual maximum: the units ask their sources for no more than a slice at a time
 /// (a time pitch at 1.25 asking for 5,184 frames of a 4,096-frame player went silent once).

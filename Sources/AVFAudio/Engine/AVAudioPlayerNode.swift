@@ -83,12 +83,15 @@ open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing, @unchecked Sendable {
     }
 
     /// Schedules `buffer` (32-bit float, non-interleaved, at the player's output rate) after
-    /// what is scheduled, or at player time `when` (a sample time at the output's rate).
+    /// what is scheduled, or at player time `when` (a sample time at the output's rate). A mono
+    /// buffer is taken interleaved or not (one channel is the same bytes either way) and plays on
+    /// every channel of the output.
     open func scheduleBuffer(
         _ buffer: AVAudioPCMBuffer, at when: AVAudioTime?, options: AVAudioPlayerNodeBufferOptions = [],
         completionCallbackType callbackType: AVAudioPlayerNodeCompletionCallbackType, completionHandler: AVAudioPlayerNodeCompletionHandler? = nil
     ) {
-        guard buffer.format.commonFormat == .pcmFormatFloat32, !buffer.format.isInterleaved else {
+        let format = buffer.format
+        guard format.commonFormat == .pcmFormatFloat32, !format.isInterleaved || format.channelCount == 1 else {
             NSLog("AVAudioPlayerNode.scheduleBuffer: the buffer must be 32-bit float, non-interleaved (the engine's standard format); it is not played")
             completionHandler?(callbackType)
             return
