@@ -7,8 +7,8 @@
 // CAllocCounter replaces malloc and free for this process and counts the calls made on one
 // watched thread: the audio connection's main-loop thread, the only real-time thread there is
 // (introspection and subscriptions run on the control connection's own thread), and in the
-// `ioproc` scenario a device's I/O thread, where IOProcs run, and in the `engine` scenario an
-// AVAudioEngine's render thread (its I/O unit's own). Each scenario's
+// `ioproc` scenario a device's I/O thread, where IOProcs run, and in the `engine` and
+// `engine-timepitch` scenarios an AVAudioEngine's render thread (its I/O unit's own). Each scenario's
 // streams are opened before its window (opening a stream is setup, not rendering); the window
 // runs from the first render of a run to its end: starts, parameter changes, pauses, stops,
 // resets, drains, a player's loops and seeks, and a session's interruption and route changes.
@@ -576,6 +576,58 @@ let engineScenario = Scenario(name: "engine") { _, files, _ in
     return first + second
 }
 
+/// A looping player through `AVAudioUnitTimePitch` into the main mixer, with a silent source node
+/// beside it whose block tells the render thread: the rate and pitch go to each end of their
+/// ranges (libsonic's speed, rate ÷ pitch, from 1/16 to 16), the unit is reset at the slowest
+/// (a flush on the render thread) and bypassed and back.
+let timePitchScenario = Scenario(name: "engine-timepitch") { _, _, _ in
+    let watch = RenderThreadWatch()
+    let engine = AVAudioEngine()
+    let format = AVAudioFormat(standardFormatWithSampleRate: 48000, channels: 2)!
+    let player = AVAudioPlayerNode(), timePitch = AVAudioUnitTimePitch()
+    let source = AVAudioSourceNode(format: format) { _, _, frames, data in
+        watch.thread.store(UInt(pthread_self()), ordering: .relaxed)
+        watch.cycles.add(1, ordering: .relaxed)
+        let list = UnsafeMutableAudioBufferListPointer(data)
+        for b in 0..<list.count { list[b].mData!.initializeMemory(as: UInt8.self, repeating: 0, count: Int(frames) * 4) }
+        return noErr
+    }
+    for node in [player, timePitch, source] as [AVAudioNode] { engine.attach(node) }
+    engine.connect(player, to: timePitch, format: format)
+    engine.connect(timePitch, to: engine.mainMixerNode, format: format)
+    engine.connect(source, to: engine.mainMixerNode, format: format)
+    // A tone gliding from 80 to 800 Hz: libsonic finds pitch periods across its whole range.
+    let tone = AVAudioPCMBuffer(pcmFormat: format, frameCapacity: 96000)!
+    var phase = 0.0
+    for i in 0..<96000 {
+        phase += 2 * Double.pi * (80 + 720 * Double(i) / 96000) / 48000
+        for c in 0..<2 { tone.floatChannelData![c][i] = Float(0.3 * sin(phase)) }
+    }
+    tone.frameLength = 96000
+    player.scheduleBuffer(tone, at: nil, options: .loops)
+    try engine.start()
+    player.play()
+    try watch.waitForCycles(10)
+    defer { engine.stop() }
+    return try watching(watch.thread.load(ordering: .relaxed)) {
+        let second = Int(48000 / 512)
+        for (rate, pitch) in [(0.25, 2400.0), (4, -2400), (1.0 / 32, 2400), (32, -2400), (0.5, 0), (1.5, 0), (1, 700), (1, 0)] as [(Float, Float)] {
+            timePitch.rate = rate
+            timePitch.pitch = pitch
+            try watch.waitForCycles(second)
+            if rate == 0.25 { timePitch.reset() }
+        }
+        timePitch.rate = 0.25
+        timePitch.pitch = 2400
+        timePitch.bypass = true
+        try watch.waitForCycles(second / 2)
+        timePitch.bypass = false
+        try watch.waitForCycles(second)
+        timePitch.reset()
+        try watch.waitForCycles(second)
+    }
+}
+
 /// Test files made by ffmpeg: a 1 s tone as WAV, IMA4 CAF and AAC M4A.
 func makeFiles(in dir: URL) throws {
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -595,7 +647,7 @@ let buildKind = "release"
 
 @MainActor func main() -> Int32 {
     let wanted = Set(CommandLine.arguments.dropFirst())
-    let unknown = wanted.subtracting((scenarios + [ioProcScenario, engineScenario]).map(\.name))
+    let unknown = wanted.subtracting((scenarios + [ioProcScenario, engineScenario, timePitchScenario]).map(\.name))
     guard unknown.isEmpty else {
         FileHandle.standardError.write(Data("openavf-rtcheck: no scenario \(unknown.sorted()); there are \(scenarios.map(\.name))\n".utf8))
         return 2
@@ -613,7 +665,7 @@ let buildKind = "release"
         let thread = backend.serverThread()
         var clean = true
         print("allocations and frees on the real-time server thread, per scenario (target 0; \(buildKind) build)")
-        for scenario in scenarios + [ioProcScenario, engineScenario] where wanted.isEmpty || wanted.contains(scenario.name) {
+        for scenario in scenarios + [ioProcScenario, engineScenario, timePitchScenario] where wanted.isEmpty || wanted.contains(scenario.name) {
             let count = try scenario.run(server, files, thread)
             let ours = (count.allocations - count.allocationsInLibpulse, count.frees - count.freesInLibpulse)
             // Reference counting is checked in release builds: a debug build retains and releases

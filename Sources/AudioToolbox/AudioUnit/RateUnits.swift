@@ -152,22 +152,25 @@ final class TimePitchUnit: RateUnit, @unchecked Sendable {
         planar.deallocate()
         planar = .allocate(capacity: scratchFrames * self.channels)
         planar.initialize(repeating: 0, count: scratchFrames * self.channels)
-        // libsonic grows its buffers as it needs: grow them now, at the extremes, so that
-        // rendering does not.
-        if let p = processor {
-            // The speed is rate ÷ pitch, each within 1/4…4.
-            for speed in [Float(1.0 / 16), 16, 1] {
-                p.speed = speed
-                for _ in 0..<8 {
-                    p.write(interleaved, frames: slice)
-                    while p.read(into: interleaved, maxFrames: slice) > 0 {}
-                }
-            }
-            p.flush()
-            while p.read(into: interleaved, maxFrames: slice) > 0 {}
-            interleaved.update(repeating: 0, count: scratchFrames * self.channels)
+        // libsonic grows its buffers as it needs: grow them now to the most rendering can need.
+        // Rendering keeps to what `reserve` asks: it writes at most a slice, only once it has
+        // read the output empty, at a speed of rate ÷ pitch, each within 1/4…4, and it flushes
+        // (a reset) at speed 1 with the output empty.
+        processor?.reserve(maximumWrite: slice, minimumSpeed: Float(1 / (Self.limit * Self.limit)))
+        // The first shifted slice through the resampler instantiates generic metadata (its SIMD
+        // vectors) in a debug build, which allocates: make one here, of silence, and forget it.
+        if let resampler {
+            resampler.setRatio(2)
+            let input = interleaved, output = planar, stride = scratchFrames
+            resampler.take({ UnsafePointer(input + $0 * stride) }, frames: min(stride, resampler.needed(forOutput: slice)))
+            resampler.produce({ output + $0 * stride }, frames: slice)
+            resampler.reset()
+            resampler.setRatio(1)
         }
     }
+
+    /// Rates and pitch factors are held within 1/`limit`…`limit`.
+    private static let limit = 4.0
 
     /// Clears the processor at the next render (the render thread owns it).
     override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
@@ -193,11 +196,16 @@ final class TimePitchUnit: RateUnit, @unchecked Sendable {
         time: UnsafePointer<AudioTimeStamp>, frames: Int, output: UnsafeMutablePointer<AudioBufferList>
     ) -> OSStatus {
         if resetRequested.exchange(false, ordering: .acquiring) {
+            // Emptied, then flushed at speed 1 (a copy: no pitch search, and no more room than
+            // `reserve` made); what comes out is dropped.
+            while p.read(into: interleaved, maxFrames: scratchFrames) > 0 {}
+            p.speed = 1
             p.flush()
             while p.read(into: interleaved, maxFrames: scratchFrames) > 0 {}
             resampler.reset()
         }
-        let rate = Double(min(max(parameters[0], 0.25), 4)), pitch = min(max(pow(2, Double(parameters[1]) / 1200), 0.25), 4)
+        let limit = Self.limit
+        let rate = min(max(Double(parameters[0]), 1 / limit), limit), pitch = min(max(pow(2, Double(parameters[1]) / 1200), 1 / limit), limit)
         p.speed = Float(rate / pitch)
         let shifting = abs(pitch - 1) > 1e-6
         if shifting { resampler.setRatio(pitch) }
