@@ -182,8 +182,10 @@ enum Bench {
                 let cpuSeconds: Double = short ? 10 : seconds
                 let cpuFile = short ? try EngineBench.makeFiles(seconds: cpuSeconds, in: dir.appendingPathComponent("short")).0 : a
                 let cpu = try EngineBench.playerNodeCPU(server: handle, file: cpuFile)
-                say(String(format: "Player node → main mixer → output, CPU time for %.0f s of a WAV: %.3f s, paplay %.3f s, ratio %@ (target ≤ 1)",
+                say(String(format: "Player node → main mixer → output, CPU time for %.0f s of a WAV: %.3f s, paplay %.3f s, ratio %@ (target ≤ 1);",
                            cpuSeconds, cpu.ours, cpu.paplay, ratio(cpu.ours, cpu.paplay)))
+                say(String(format: "  paplay at the engine's output latency (--latency-msec=40) %.3f s, ratio %@",
+                           cpu.paplayAtOurLatency, ratio(cpu.ours, cpu.paplayAtOurLatency)))
             } catch {
                 failures.append("engine: \(error)")
             }

@@ -123,9 +123,10 @@ enum EngineBench {
         engine.stop()
     }
 
-    /// CPU seconds to play `file` through a player node to the output, beside paplay on it.
-    static func playerNodeCPU(server: ServerHandle, file: URL) throws -> (ours: Double, paplay: Double) {
-        guard let paplay = PrivatePulseServer.which("paplay") else { throw BenchError("paplay is needed") }
+    /// CPU seconds to play `file` through a player node to the output, beside paplay on it as it
+    /// comes (the server's default buffer, 2 s) and at the engine's output latency (two I/O
+    /// buffers of the session's default 20 ms: `--latency-msec=40`).
+    static func playerNodeCPU(server: ServerHandle, file: URL) throws -> (ours: Double, paplay: Double, paplayAtOurLatency: Double) {
         let before = PlaybackBench.cpuTime()
         let engine = AVAudioEngine()
         let source = try AVAudioFile(forReading: file)
@@ -140,11 +141,17 @@ enum EngineBench {
         guard done.wait(timeout: .now() + seconds + 10) == .success else { throw BenchError("the player node did not finish") }
         engine.stop()
         let ours = PlaybackBench.cpuTime() - before
-        let child = try ChildProcess(paplay, [file.path], environment: server.environment)
+        return (ours, try paplayCPU(server: server, [file.path]), try paplayCPU(server: server, ["--latency-msec=40", file.path]))
+    }
+
+    /// paplay's CPU seconds (user and system) for `arguments`.
+    static func paplayCPU(server: ServerHandle, _ arguments: [String]) throws -> Double {
+        guard let paplay = PrivatePulseServer.which("paplay") else { throw BenchError("paplay is needed") }
+        let child = try ChildProcess(paplay, arguments, environment: server.environment)
         var status: Int32 = 0
         var usage = rusage()
         while wait4(child.pid, &status, 0, &usage) < 0 && errno == EINTR {}
-        guard status == 0 else { throw BenchError("paplay could not play \(file.lastPathComponent) (status \(status))") }
-        return (ours, PlaybackBench.time(usage.ru_utime) + PlaybackBench.time(usage.ru_stime))
+        guard status == 0 else { throw BenchError("paplay could not play \(arguments.last ?? "") (status \(status))") }
+        return PlaybackBench.time(usage.ru_utime) + PlaybackBench.time(usage.ru_stime)
     }
 }

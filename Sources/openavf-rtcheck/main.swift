@@ -513,11 +513,18 @@ let ioProcScenario = Scenario(name: "ioproc") { _, _, _ in
 final class RenderThreadWatch: @unchecked Sendable {
     let thread = Atomic<UInt>(0)
     let cycles = Atomic<Int>(0)
+    let frames = Atomic<Int>(0)
     let taps = Atomic<Int>(0)
 
     func waitForCycles(_ n: Int) throws {
         let target = cycles.load(ordering: .relaxed) + n
         try wait("\(n) render cycles") { cycles.load(ordering: .relaxed) >= target }
+    }
+
+    /// Waits for `seconds` of audio rendered (cycles are as long as the server asks).
+    func waitForAudio(seconds: Double, rate: Double = 48000) throws {
+        let target = frames.load(ordering: .relaxed) + Int(seconds * rate)
+        try wait("\(seconds) s rendered", timeout: seconds * 2 + 5) { frames.load(ordering: .relaxed) >= target }
     }
 }
 
@@ -532,6 +539,7 @@ let engineScenario = Scenario(name: "engine") { _, files, _ in
     let source = AVAudioSourceNode(format: format) { _, _, frames, data in
         watch.thread.store(UInt(pthread_self()), ordering: .relaxed)
         watch.cycles.add(1, ordering: .relaxed)
+        watch.frames.add(Int(frames), ordering: .relaxed)
         let list = UnsafeMutableAudioBufferListPointer(data)
         for b in 0..<list.count { list[b].mData!.initializeMemory(as: UInt8.self, repeating: 0, count: Int(frames) * 4) }
         return noErr
@@ -556,13 +564,13 @@ let engineScenario = Scenario(name: "engine") { _, files, _ in
     try watch.waitForCycles(10)
     defer { engine.stop() }
     let first = try watching(watch.thread.load(ordering: .relaxed)) {
-        try watch.waitForCycles(Int(4 * 48000 / 512))
+        try watch.waitForAudio(seconds: 4)
         eq.bands[0].gain = -6
         reverb.wetDryMix = 30
         distortion.wetDryMix = 80
         player.volume = 0.5
         player.scheduleBuffer(tone, at: nil, options: .interrupts)
-        try watch.waitForCycles(Int(2 * 48000 / 512))
+        try watch.waitForAudio(seconds: 2)
     }
     // Pausing closes the output's stream and starting opens another, on a thread of its own:
     // setup, outside the window, which goes on on the new thread from its first cycles.
@@ -570,7 +578,7 @@ let engineScenario = Scenario(name: "engine") { _, files, _ in
     try engine.start()
     try watch.waitForCycles(10)
     let second = try watching(watch.thread.load(ordering: .relaxed)) {
-        try watch.waitForCycles(Int(4 * 48000 / 512))
+        try watch.waitForAudio(seconds: 4)
         guard watch.taps.load(ordering: .relaxed) > 50 else { throw Failure("the tap heard nothing") }
     }
     return first + second
@@ -588,6 +596,7 @@ let timePitchScenario = Scenario(name: "engine-timepitch") { _, _, _ in
     let source = AVAudioSourceNode(format: format) { _, _, frames, data in
         watch.thread.store(UInt(pthread_self()), ordering: .relaxed)
         watch.cycles.add(1, ordering: .relaxed)
+        watch.frames.add(Int(frames), ordering: .relaxed)
         let list = UnsafeMutableAudioBufferListPointer(data)
         for b in 0..<list.count { list[b].mData!.initializeMemory(as: UInt8.self, repeating: 0, count: Int(frames) * 4) }
         return noErr
@@ -610,21 +619,20 @@ let timePitchScenario = Scenario(name: "engine-timepitch") { _, _, _ in
     try watch.waitForCycles(10)
     defer { engine.stop() }
     return try watching(watch.thread.load(ordering: .relaxed)) {
-        let second = Int(48000 / 512)
         for (rate, pitch) in [(0.25, 2400.0), (4, -2400), (1.0 / 32, 2400), (32, -2400), (0.5, 0), (1.5, 0), (1, 700), (1, 0)] as [(Float, Float)] {
             timePitch.rate = rate
             timePitch.pitch = pitch
-            try watch.waitForCycles(second)
+            try watch.waitForAudio(seconds: 1)
             if rate == 0.25 { timePitch.reset() }
         }
         timePitch.rate = 0.25
         timePitch.pitch = 2400
         timePitch.bypass = true
-        try watch.waitForCycles(second / 2)
+        try watch.waitForAudio(seconds: 0.5)
         timePitch.bypass = false
-        try watch.waitForCycles(second)
+        try watch.waitForAudio(seconds: 1)
         timePitch.reset()
-        try watch.waitForCycles(second)
+        try watch.waitForAudio(seconds: 1)
     }
 }
 
