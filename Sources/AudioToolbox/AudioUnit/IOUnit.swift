@@ -34,9 +34,9 @@ import Glibc
 /// stream's thread as each I/O buffer of input arrives; `AudioUnitRender` on bus 1 reads the
 /// oldest input not yet read, from whichever thread asks (ask from one thread: the input
 /// callback's, or the render callback's for play-through). A play-through reader that finds too
-/// little gets silence for what is missing and that input late (the two streams' cycles do not
-/// line up: the input settles at the least latency their phase allows, as a raw client's does);
-/// a reader stalled beyond three buffers finds recent input, not old.
+/// little gets silence and the input a request later from then on (the two streams' cycles do
+/// not line up: the input settles at the least latency their timing allows, as a raw client's
+/// does); a reader stalled beyond three buffers finds recent input, not old.
 ///
 /// `SystemOutput` plays where `DefaultOutput` does: the server has one default output, and the
 /// alert sounds' place is the server's sample cache (`AudioServicesPlaySystemSound`).
@@ -331,13 +331,18 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         var got = 0
         if case .none = inputCallback.source() {
             // Read from another thread than the recording's (play-through, or an engine's input):
-            // the two streams' cycles do not line up. What is short is silence now and comes
-            // late, so the ring settles at the least the two cycles' phase needs (a raw
-            // client's way). Beyond three slices (the reader stalled), all but the newest goes.
+            // the two streams' cycles do not line up (the server moves both at the same moment,
+            // and either thread may run first). A read takes its frames whole or not at all: a
+            // short one is silence and leaves what came for the next, so the input runs a request
+            // later from then on, and the ring settles at the least latency the two threads'
+            // timing allows (a raw client's, measured equal) without breaking up the audio again.
+            // Beyond three slices (the reader stalled), all but the newest slice goes.
             let available = ring.available
             if available > 3 * sliceFrames * channels { ring.skip(available - sliceFrames * channels) }
+            if ring.available >= wanted { got = ring.read(into: inputScratch, count: wanted) }
+        } else {
+            got = ring.read(into: inputScratch, count: wanted)
         }
-        got = ring.read(into: inputScratch, count: wanted)
         if got < wanted { (inputScratch + got).update(repeating: 0, count: wanted - got) }
         if got == 0 { flags.pointee.insert(.unitRenderAction_OutputIsSilence) }
         shape.write(from: inputScratch, frames: n, to: output)
