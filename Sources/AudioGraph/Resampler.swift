@@ -4,8 +4,10 @@ import Glibc
 
 /// A sample rate converter that is pulled: asked for output frames, it says how many input
 /// frames it needs next, takes them, and produces the output. Windowed-sinc interpolation
-/// (32 taps, Blackman window, 256 phases interpolated linearly), with the cutoff lowered to the
-/// output's Nyquist when it downsamples; each phase's gain is normalised to 1 at DC.
+/// (32 taps, Blackman window), with the cutoff lowered to the output's Nyquist when it
+/// downsamples; each phase's gain is normalised to 1 at DC. A ratio of small integers (44.1 →
+/// 48 kHz is 147/160) has a table row for each of its phases and uses them exactly; any other
+/// ratio, and one ``setRatio(_:)`` changes, interpolates linearly between 256 phases.
 ///
 /// Memory is made in `init`; ``needed(forOutput:)``, ``take(_:frames:)`` and
 /// ``produce(_:frames:)`` allocate nothing, so a render thread may call them.
@@ -16,7 +18,12 @@ package final class PullResampler: @unchecked Sendable {
     private var cutoff = 0.0
     private let maximumRatio: Double
     private let taps = 16
-    private let phases = 256
+    /// The table's phases: the ratio's denominator when exact, else 256 (interpolated).
+    private var phases = 256
+    private var exact = false
+    /// Half an exact phase: added to the position, flooring finds the nearest phase.
+    private var nearest: Double { 0.5 / Double(phases) }
+    private static let largestExactPhases = 1024
     private let table: UnsafeMutablePointer<Float>
     private let history: UnsafeMutablePointer<Float>
     /// Each channel's output pointer during ``produce(_:frames:)``.
@@ -32,7 +39,15 @@ package final class PullResampler: @unchecked Sendable {
         self.channels = max(channels, 1)
         ratio = inputRate / outputRate
         self.maximumRatio = max(maximumRatio ?? ratio, ratio)
-        table = .allocate(capacity: (phases + 1) * 2 * taps)
+        // The ratio's denominator, where it is a fraction of one up to 1024.
+        if let q = (1...Self.largestExactPhases).first(where: { q in
+            let p = inputRate / outputRate * Double(q)
+            return abs(p - p.rounded()) < 1e-9 * Double(q)
+        }) {
+            phases = q
+            exact = true
+        }
+        table = .allocate(capacity: (max(phases, 256) + 1) * 2 * taps)
         capacity = Int(Double(maximumOutput) * max(maximumRatio ?? ratio, ratio)) + 4 * taps + 16
         history = .allocate(capacity: capacity * self.channels)
         history.initialize(repeating: 0, count: capacity * self.channels)
@@ -47,7 +62,16 @@ package final class PullResampler: @unchecked Sendable {
     /// Changes the ratio (a render thread may: a faster rate than 1 recomputes the filter, which
     /// only computes). Clamped to what the converter was made for.
     package func setRatio(_ r: Double) {
-        ratio = min(max(r, 1.0 / 64), maximumRatio)
+        let r = min(max(r, 1.0 / 64), maximumRatio)
+        guard r != ratio else { return }
+        ratio = r
+        if exact {
+            // A ratio that moves is interpolated from here on.
+            exact = false
+            phases = 256
+            buildTable()
+            return
+        }
         // The filter follows the ratio in steps of 2 % of its cutoff: a rate that glides rebuilds
         // it now and then, not every slice.
         if abs(min(1, 1 / ratio) * 0.97 - cutoff) > 0.02 * cutoff { buildTable() }
@@ -86,7 +110,7 @@ package final class PullResampler: @unchecked Sendable {
 
     /// Input frames to ``take(_:frames:)`` before producing `frames` output frames.
     package func needed(forOutput frames: Int) -> Int {
-        let last = position + Double(frames - 1) * ratio
+        let last = position + Double(frames - 1) * ratio + (exact ? nearest : 0)
         return max(0, Int(last.rounded(.down)) + taps + 1 - held)
     }
 
@@ -108,10 +132,18 @@ package final class PullResampler: @unchecked Sendable {
         for c in 0..<channels { outputs[c] = output(c) }
         var p = position
         for i in 0..<frames {
-            let base = Int(p.rounded(.down))
-            let phase = (p - Double(base)) * Double(phases)
-            let j = min(Int(phase), phases - 1)
-            let t = Float(phase - Double(j))
+            // Exact phases are the nearest (the position drifts by rounding only).
+            let at = exact ? p + nearest : p
+            let base = Int(at.rounded(.down))
+            let phase = (at - Double(base)) * Double(phases)
+            let j: Int, t: Float
+            if exact {
+                j = min(Int(phase), phases - 1)
+                t = 0
+            } else {
+                j = min(Int(phase), phases - 1)
+                t = Float(phase - Double(j))
+            }
             let first = base - taps + 1
             p += ratio
             guard first >= 0 && first + width <= held else {
@@ -121,11 +153,12 @@ package final class PullResampler: @unchecked Sendable {
             let row0 = UnsafeRawPointer(table + j * width), row1 = row0 + width * 4
             let a0 = row0.loadUnaligned(as: SIMD16<Float>.self), a1 = row0.loadUnaligned(fromByteOffset: 64, as: SIMD16<Float>.self)
             let b0 = row1.loadUnaligned(as: SIMD16<Float>.self), b1 = row1.loadUnaligned(fromByteOffset: 64, as: SIMD16<Float>.self)
-            let k0 = a0 + (b0 - a0) * t, k1 = a1 + (b1 - a1) * t
+            let k0 = exact ? a0 : a0 + (b0 - a0) * t, k1 = exact ? a1 : a1 + (b1 - a1) * t
             for c in 0..<channels {
                 let x = UnsafeRawPointer(history + c * capacity + first)
                 let v = x.loadUnaligned(as: SIMD16<Float>.self) * k0 + x.loadUnaligned(fromByteOffset: 64, as: SIMD16<Float>.self) * k1
-                outputs[c][i] = v.sum()
+                let h = v.lowHalf + v.highHalf, q = h.lowHalf + h.highHalf
+                outputs[c][i] = (q[0] + q[2]) + (q[1] + q[3])
             }
         }
         // Keep what the next window still reaches back to.
