@@ -106,6 +106,22 @@ final class AudioEngineOfflineTests: XCTestCase {
         XCTAssertNil(engine.inputConnectionPoint(for: engine.mainMixerNode, inputBus: 0))
     }
 
+    func testNodesAttachedAfterManualRenderingRenderItsLargestBlocks() throws {
+        // 8192 frames a call, more than a unit's default slice (4096): the main mixer and the
+        // player come after manual rendering is enabled and must take the engine's maximum.
+        let engine = try Self.offlineEngine(maximumFrames: 8192)
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        engine.connect(player, to: engine.mainMixerNode, format: Self.stereo)
+        let frames = 24576
+        player.scheduleBuffer(Self.buffer(frames: frames, Self.sine(1000)))
+        try engine.start()
+        player.play()
+        let out = try Self.render(engine, frames: frames, block: 8192)
+        XCTAssertLessThanOrEqual(Self.maxDifference(out[0], (0..<frames).map(Self.sine(1000))), 1e-6)
+        engine.stop()
+    }
+
     func testScheduledBuffersPlayInOrderGaplessAndCompleteOnce() throws {
         let engine = try Self.offlineEngine()
         let player = AVAudioPlayerNode()

@@ -179,6 +179,14 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         nodes[ObjectIdentifier(node)] = node
         node.attachedEngine = self
         node.didAttach(to: self)
+        // In manual rendering, a node renders up to the manual maximum, however late it came.
+        if manualMode != nil && node.unit !== madeIOUnit {
+            var frames = manualMaximumFrames
+            let wasInitialized = node.unit.isInitialized
+            if wasInitialized { AudioUnitUninitialize(node.unit.ref) }
+            AudioUnitSetProperty(node.unit.ref, kAudioUnitProperty_MaximumFramesPerSlice, kAudioUnitScope_Global, 0, &frames, 4)
+            if wasInitialized { AudioUnitInitialize(node.unit.ref) }
+        }
         if prepared { reconfigure { AudioUnitInitialize(node.unit.ref) } }
     }
 
