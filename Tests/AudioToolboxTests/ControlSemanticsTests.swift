@@ -193,8 +193,20 @@ final class ControlSemanticsTests: XCTestCase {
         let end = try XCTUnwrap(captured.lastIndex { $0 != 0 })
         let expected = Array(source[1000..<(source.count - 800)])
         // The kept frames are exact (float through a 48 kHz float sink), so the trim is exact too.
-        let first = try XCTUnwrap(expected.firstIndex { $0 != 0 })
+        var first = try XCTUnwrap(expected.firstIndex { $0 != 0 })
         let last = try XCTUnwrap(expected.lastIndex { $0 != 0 })
+        // pipewire-pulse may lose a stream's first frames as it starts (a partial graph cycle;
+        // REMAINING.md, "PipeWire"): that is the start, not the trim this test is about, so where
+        // the first sound heard falls in the kept frames is found first.
+        let lag = try XCTUnwrap((0..<2048).first { lag in
+            first + lag + 64 <= expected.count && start + 64 <= captured.count
+                && (0..<64).allSatisfy { abs(captured[start + $0] - expected[first + lag + $0]) <= 1e-6 }
+        }, "the kept frames were not heard")
+        if lag > 0 {
+            print("the first \(lag) frames were not heard")
+            XCTAssertEqual(PrivatePulseServer.Kind.fromEnvironment, .pipewire, "frames lost as the stream started")
+        }
+        first += lag
         XCTAssertEqual(end - start, last - first)
         XCTAssertEqual(captured[start], expected[first], accuracy: 1e-6)
         XCTAssertEqual(captured[end], expected[last], accuracy: 1e-6)
