@@ -57,6 +57,11 @@ package final class PullResampler: @unchecked Sendable {
         held = taps
         position = Double(taps - 1)
         buildTable()
+        // The vector types' first use instantiates their metadata (an allocation, in a debug
+        // build): here, not on the render thread.
+        let v = UnsafeRawPointer(table).loadUnaligned(as: SIMD16<Float>.self) * SIMD16<Float>(repeating: 0)
+        let h = v.lowHalf + v.highHalf, q = h.lowHalf + h.highHalf
+        history[0] = q[0] + q[1] + q[2] + q[3]
     }
 
     /// Changes the ratio (a render thread may: a faster rate than 1 recomputes the filter, which

@@ -43,9 +43,9 @@ open class AVAudioConnectionPoint: NSObject, @unchecked Sendable {
 }
 
 /// A graph of audio nodes rendered together: sources (players, source nodes, the input) through
-/// effects and mixers to the output, pulled on a real-time thread at the I/O buffer size (the
-/// audio session's preferred I/O buffer duration, else 512 frames), or rendered by the caller
-/// in manual rendering mode.
+/// effects and mixers to the output, pulled on a real-time thread when the server asks, in
+/// slices of at most the I/O buffer (the audio session's preferred I/O buffer duration, else its
+/// default 20 ms), or rendered by the caller in manual rendering mode.
 ///
 /// Rewiring a running engine (connect, disconnect, attach, detach, taps) holds the render
 /// thread for the moment it takes: the output is silent for that cycle.
@@ -225,8 +225,9 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
 
     /// Connects `sourceNode`'s output bus to every point (one to many): the bus's connections
     /// become these. The source renders once per cycle and each destination hears the same
-    /// audio, as long as the destinations pull it for the same time (a time effect pulls its
-    /// own: a source shared with one renders again for it).
+    /// audio, as long as the destinations pull it for the same time (a time effect or a
+    /// converter pulls its own: a source shared with one renders again for it, and a player's
+    /// schedule then moves on twice a cycle).
     open func connect(_ sourceNode: AVAudioNode, to destNodes: [AVAudioConnectionPoint], fromBus sourceBus: AVAudioNodeBus, format: AVAudioFormat?) {
         lock.lock()
         defer { lock.unlock() }
@@ -403,12 +404,17 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
             }
         }
         let sinks = nodes.values.compactMap { ($0 as? AVAudioSinkNode)?.sinkUnit }
-        // An output bus that feeds several inputs renders once per cycle.
+        // An output bus that feeds several inputs renders once per cycle. Counted per unit bus:
+        // the input and output nodes stand on one I/O unit.
         var fanOut: [BusKey: Int] = [:]
-        for source in sources.values { fanOut[BusKey(node: ObjectIdentifier(source.node), bus: source.bus), default: 0] += 1 }
-        for node in nodes.values {
-            for bus in 0..<node.numberOfOutputs {
-                node.unit.setShared((fanOut[BusKey(node: ObjectIdentifier(node), bus: bus)] ?? 0) > 1, bus: node.unitOutputBus(bus))
+        for source in sources.values {
+            fanOut[BusKey(node: ObjectIdentifier(source.node.unit), bus: source.node.unitOutputBus(source.bus)), default: 0] += 1
+        }
+        var units = Set<ObjectIdentifier>()
+        for node in nodes.values where units.insert(ObjectIdentifier(node.unit)).inserted {
+            let busCount = node.unit.lock.withLock { _ in node.unit.outputFormats.count }
+            for bus in 0..<busCount {
+                node.unit.setShared((fanOut[BusKey(node: ObjectIdentifier(node.unit), bus: bus)] ?? 0) > 1, bus: bus)
             }
         }
         driver.install(EngineDriver.Plan(root: root, ends: ends, sinks: sinks))

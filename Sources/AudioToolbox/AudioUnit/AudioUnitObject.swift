@@ -152,8 +152,8 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
         }
     }
 
-    /// Forgets the renders shared buses keep (before times start again: a start, a reset). The
-    /// caller sees that no render is in progress.
+    /// Forgets the renders shared buses keep (before sample times start again: an engine's
+    /// start). The caller sees that no render is in progress.
     package func forgetSharedRenders() {
         lock.withLock { _ in for share in sharesKept.values { share.forget() } }
     }
@@ -575,9 +575,12 @@ enum RenderRegistry {
 }
 
 /// An output bus's last render, kept for the other inputs the bus feeds in the same cycle (same
-/// sample time and frame count). Made on a control thread; used by the render thread only.
+/// sample time and frame count). Made, and forgotten, on a control thread while nothing renders;
+/// used by the render thread. A render it cannot keep (larger than it was made for) is rendered
+/// again for each input.
 final class OutputShare: @unchecked Sendable {
-    /// One slot of `capacity` bytes per buffer.
+    /// One slot of a channel's `frames` 32-bit samples per buffer (a single interleaved buffer
+    /// may use them all).
     private let storage: UnsafeMutableRawPointer
     private let sizes: UnsafeMutablePointer<UInt32>
     private let buffers: Int
@@ -591,7 +594,7 @@ final class OutputShare: @unchecked Sendable {
     /// Room for `frames` frames of `channels` channels of 32-bit samples, interleaved or not.
     init(channels: Int, frames: Int) {
         buffers = max(channels, 1)
-        capacity = buffers * max(frames, 1) * 4
+        capacity = max(frames, 1) * 4
         storage = .allocate(byteCount: buffers * capacity, alignment: 16)
         storage.initializeMemory(as: UInt8.self, repeating: 0, count: buffers * capacity)
         sizes = .allocate(capacity: buffers)
@@ -605,7 +608,7 @@ final class OutputShare: @unchecked Sendable {
 
     func forget() { frames = -1 }
 
-    func fits(channels: Int, frames: Int) -> Bool { buffers == max(channels, 1) && capacity == buffers * max(frames, 1) * 4 }
+    func fits(channels: Int, frames: Int) -> Bool { buffers == max(channels, 1) && capacity == max(frames, 1) * 4 }
 
     /// Whether the render of this cycle (`time`, `frames`) is here, for a list of `count` buffers.
     func holds(time: Double, frames n: Int, buffers count: Int) -> Bool {
@@ -626,7 +629,7 @@ final class OutputShare: @unchecked Sendable {
         guard list.count <= buffers else { return }
         for b in 0..<list.count {
             let size = Int(list[b].mDataByteSize)
-            guard size <= capacity else { return }
+            guard size <= (list.count == 1 ? buffers * capacity : capacity) else { return }
             if let p = list[b].mData {
                 (storage + b * capacity).copyMemory(from: p, byteCount: size)
             } else {

@@ -351,8 +351,8 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
 
     // MARK: The streams' clients (real-time threads)
 
-    /// Plays element 0: pulls the render callback or connected unit a slice at a time and hands
-    /// the server what it asks for.
+    /// Plays element 0: pulls the render callback or connected unit for what the server asks, in
+    /// pieces of at most a slice, straight into the server's buffer.
     final class Player: HALStreamClient, @unchecked Sendable {
         private let unit: Unmanaged<IOUnit>
         private let shape: PCMShape
