@@ -83,15 +83,26 @@ enum DropoutBench {
         return (dropouts, Double(last - first) / rate)
     }
 
-    /// The queue: three buffers of `milliseconds`, with an active session whose preferred I/O
-    /// buffer duration is the same.
-    static func queue(environment: [String: String], milliseconds: Int, seconds: Double) throws -> Figure {
+    /// An active playback session whose preferred I/O buffer is `milliseconds` (deactivate it
+    /// when done), and a capture of the default sink's monitor.
+    static func playbackSession(environment: [String: String], milliseconds: Int) throws -> (SignalCapture, AVAudioSession) {
         let session = AVAudioSession.sharedInstance()
         try session.setCategory(.playback)
         try session.setPreferredIOBufferDuration(Double(milliseconds) / 1000)
         try session.setActive(true)
+        do {
+            return (try SignalCapture(environment: environment, device: defaultMonitorName()), session)
+        } catch {
+            try? session.setActive(false)
+            throw error
+        }
+    }
+
+    /// The queue: three buffers of `milliseconds`, with an active session whose preferred I/O
+    /// buffer duration is the same.
+    static func queue(environment: [String: String], milliseconds: Int, seconds: Double) throws -> Figure {
+        let (capture, session) = try playbackSession(environment: environment, milliseconds: milliseconds)
         defer { try? session.setActive(false) }
-        let capture = try SignalCapture(environment: environment, device: defaultMonitorName())
         var format = AudioStreamBasicDescription(
             mSampleRate: rate, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked,
             mBytesPerPacket: 4, mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
@@ -116,12 +127,8 @@ enum DropoutBench {
     /// The sine from a RemoteIO unit's render callback, the session's preferred I/O buffer at
     /// `milliseconds` (the unit renders when the server asks, what it asks).
     static func ioUnit(environment: [String: String], milliseconds: Int, seconds: Double) throws -> Figure {
-        let session = AVAudioSession.sharedInstance()
-        try session.setCategory(.playback)
-        try session.setPreferredIOBufferDuration(Double(milliseconds) / 1000)
-        try session.setActive(true)
+        let (capture, session) = try playbackSession(environment: environment, milliseconds: milliseconds)
         defer { try? session.setActive(false) }
-        let capture = try SignalCapture(environment: environment, device: defaultMonitorName())
         var d = AudioComponentDescription(
             componentType: kAudioUnitType_Output, componentSubType: kAudioUnitSubType_RemoteIO, componentManufacturer: kAudioUnitManufacturer_Apple,
             componentFlags: 0, componentFlagsMask: 0)

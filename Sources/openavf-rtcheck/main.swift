@@ -521,6 +521,18 @@ final class RenderThreadWatch: @unchecked Sendable {
         try wait("\(n) render cycles") { cycles.load(ordering: .relaxed) >= target }
     }
 
+    /// A source node rendering silence that reports each cycle here: its thread, its frames.
+    func silentSource(format: AVAudioFormat) -> AVAudioSourceNode {
+        AVAudioSourceNode(format: format) { [self] _, _, frames, data in
+            thread.store(UInt(pthread_self()), ordering: .relaxed)
+            cycles.add(1, ordering: .relaxed)
+            self.frames.add(Int(frames), ordering: .relaxed)
+            let list = UnsafeMutableAudioBufferListPointer(data)
+            for b in 0..<list.count { list[b].mData!.initializeMemory(as: UInt8.self, repeating: 0, count: Int(frames) * 4) }
+            return noErr
+        }
+    }
+
     /// Waits for `seconds` of audio rendered (cycles are as long as the server asks).
     func waitForAudio(seconds: Double, rate: Double = 48000) throws {
         let target = frames.load(ordering: .relaxed) + Int(seconds * rate)
@@ -536,14 +548,7 @@ let engineScenario = Scenario(name: "engine") { _, files, _ in
     let engine = AVAudioEngine()
     let format = AVAudioFormat(standardFormatWithSampleRate: 48000, channels: 2)!
     let player = AVAudioPlayerNode(), eq = AVAudioUnitEQ(numberOfBands: 2), reverb = AVAudioUnitReverb()
-    let source = AVAudioSourceNode(format: format) { _, _, frames, data in
-        watch.thread.store(UInt(pthread_self()), ordering: .relaxed)
-        watch.cycles.add(1, ordering: .relaxed)
-        watch.frames.add(Int(frames), ordering: .relaxed)
-        let list = UnsafeMutableAudioBufferListPointer(data)
-        for b in 0..<list.count { list[b].mData!.initializeMemory(as: UInt8.self, repeating: 0, count: Int(frames) * 4) }
-        return noErr
-    }
+    let source = watch.silentSource(format: format)
     let distortion = AVAudioUnitDistortion()
     distortion.loadFactoryPreset(.multiEverythingIsBroken)
     for node in [player, eq, reverb, source, distortion] as [AVAudioNode] { engine.attach(node) }
@@ -593,14 +598,7 @@ let timePitchScenario = Scenario(name: "engine-timepitch") { _, _, _ in
     let engine = AVAudioEngine()
     let format = AVAudioFormat(standardFormatWithSampleRate: 48000, channels: 2)!
     let player = AVAudioPlayerNode(), timePitch = AVAudioUnitTimePitch()
-    let source = AVAudioSourceNode(format: format) { _, _, frames, data in
-        watch.thread.store(UInt(pthread_self()), ordering: .relaxed)
-        watch.cycles.add(1, ordering: .relaxed)
-        watch.frames.add(Int(frames), ordering: .relaxed)
-        let list = UnsafeMutableAudioBufferListPointer(data)
-        for b in 0..<list.count { list[b].mData!.initializeMemory(as: UInt8.self, repeating: 0, count: Int(frames) * 4) }
-        return noErr
-    }
+    let source = watch.silentSource(format: format)
     for node in [player, timePitch, source] as [AVAudioNode] { engine.attach(node) }
     engine.connect(player, to: timePitch, format: format)
     engine.connect(timePitch, to: engine.mainMixerNode, format: format)

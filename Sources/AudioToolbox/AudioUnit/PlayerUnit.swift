@@ -1,6 +1,6 @@
 package import AudioGraph
 package import AudioHAL
-import CAudioQueueTypes
+internal import CAudioQueueTypes
 package import CoreAudioTypes
 package import Synchronization
 
