@@ -148,11 +148,18 @@ final class PulseStream: HALStream, @unchecked Sendable {
                 attr.fragsize = min(bytes, UInt32(Double(frameBytes) * (0.01 * request.format.sampleRate).rounded(.up)))
             }
         }
-        // A long playback buffer (a music player's) is refilled in halves rather than the server's
-        // default quarters: half the wakeups, and still half the buffer in hand when asked.
-        if isPlayback && request.bufferDuration >= 0.05 { attr.minreq = bytes / 2 }
+        // A long playback buffer (a music player's) is refilled in thirds rather than the server's
+        // default quarters: fewer wake-ups, and still two thirds of the buffer in hand when asked.
+        //
+        // No request is larger than a third of the buffer: PulseAudio gives the sink what two
+        // requests leave of the total, halved (protocol-native's fix_playback_buffer_attr), so
+        // requests of half the buffer ran the sink at its minimum latency (0.5 ms), its thread
+        // waking every half millisecond for as long as the stream played. A third leaves the sink
+        // a sixth of the total.
+        let thirds = (bytes / 3 / UInt32(frameBytes)) * UInt32(frameBytes)
+        if isPlayback && request.bufferDuration >= 0.05 { attr.minreq = thirds }
         if isPlayback, let piece = request.requestDuration {
-            attr.minreq = min(bytes, UInt32(Double(frameBytes) * (piece * request.format.sampleRate).rounded()))
+            attr.minreq = max(UInt32(frameBytes), min(thirds, UInt32(Double(frameBytes) * (piece * request.format.sampleRate).rounded())))
         }
         // No PA_STREAM_AUTO_TIMING_UPDATE: libpulse would allocate an operation on the server thread
         // for each update; the owner calls refreshTiming() from its own thread instead.

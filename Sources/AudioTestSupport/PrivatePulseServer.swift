@@ -39,6 +39,10 @@ public final class PrivatePulseServer: @unchecked Sendable {
     /// Silent low-latency streams that keep the null sinks awake (see ``init(sampleRate:timeout:)``).
     private var keepers: [ChildProcess] = []
 
+    /// The processes this object started for the server (PulseAudio, or the shells that watch
+    /// PipeWire's daemons): the server is these and their descendants.
+    public var processIDs: [pid_t] { (process.map { [$0.pid] } ?? []) + daemons.map(\.pid) }
+
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
         public init(description: String) { self.description = description }
@@ -179,6 +183,18 @@ public final class PrivatePulseServer: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` without the keepers' streams, so that the server does only what `body` asks of
+    /// it (a measurement of the server's CPU; the keepers hold its sinks at a 2.5 ms latency).
+    /// The sinks idle in long blocks meanwhile: sound starts up to two seconds late. The keepers
+    /// start again afterwards.
+    public func withoutKeepers<T>(_ body: () throws -> T) throws -> T {
+        for keeper in keepers { keeper.terminate() }
+        keepers = []
+        let result = Result { try body() }
+        try startKeepers(timeout: 10)
+        return try result.get()
+    }
+
     /// Silent streams that keep the null sinks rendering in small blocks.
     private func startKeepers(timeout: Double) throws {
         // An idle null sink renders in blocks of up to two seconds and, once a stream arrives,
@@ -293,17 +309,33 @@ public final class PrivatePulseServer: @unchecked Sendable {
     }
 
     /// The playback buffer duration this server grants a stream that asks for `asked` seconds
-    /// (what `pa_stream_get_buffer_attr` reads back as its target length). PulseAudio grants
-    /// about what is asked (within 3 ms or 10 %). pipewire-pulse (0.3.65) never requests less than 256/48000 s at a
-    /// time and keeps at least three requests, so it grants at least 16 ms, and rounds larger
-    /// asks up to whole requests of a quarter of the buffer: up to half as much again.
+    /// (what `pa_stream_get_buffer_attr` reads back as its target length). Both servers keep a
+    /// sink's share of a stream of 50 ms or more: it is asked for a third at a time, and the
+    /// server keeps half of what two requests leave, a sixth, as the sink's latency; the stream
+    /// gets the rest. PulseAudio grants about that (within 3 ms or 10 %). pipewire-pulse (0.3.65)
+    /// never requests less than 256/48000 s at a time and keeps at least three requests, so it
+    /// grants at least 16 ms, and rounds larger asks up to whole requests of a quarter of the
+    /// buffer: up to half as much again.
     public func grantedBufferRange(asked: Double) -> ClosedRange<Double> {
+        let stream = asked >= 0.05 ? asked * 5 / 6 : asked
         if kind == .pipewire {
             let floor = 3 * 256.0 / 48000
-            return max(asked, floor) - 0.001...max(asked * 1.5, floor) + 0.001
+            return max(stream, floor) - 0.001...max(stream * 1.5, floor) + 0.001
         }
-        let tolerance = max(0.003, asked * 0.1)
-        return asked - tolerance...asked + tolerance
+        let tolerance = max(0.003, stream * 0.1)
+        return stream - tolerance...stream + tolerance
+    }
+
+    /// The latency the server runs a device at, in seconds: the "configured" figure `pactl list
+    /// sinks|sources` shows for `name` (`kind` is `sinks` or `sources`).
+    public func configuredLatency(_ kind: String, _ name: String) throws -> Double {
+        let list = try pactl(["list", kind])
+        guard let block = list.components(separatedBy: "\n\n").first(where: { $0.contains("Name: \(name)\n") }),
+            let line = block.split(separator: "\n").first(where: { $0.contains("Latency:") }),
+            // "Latency: 1234 usec, configured 10000 usec"
+            let configured = line.components(separatedBy: "configured ").last?.split(separator: " ").first.flatMap({ Double($0) })
+        else { throw Failure(description: "no configured latency for \(name) in:\n\(list)") }
+        return configured / 1e6
     }
 
     /// Runs `pactl` against this server and returns its output.

@@ -162,16 +162,6 @@ final class AudioSessionServerTests: XCTestCase {
         XCTAssertFalse(try server.pactl(["list", "sink-inputs"]).contains("AVAudioSession"))
     }
 
-    /// The configured latency `pactl list sinks|sources` shows for a device, in seconds.
-    private func configuredLatency(_ server: PrivatePulseServer, _ kind: String, _ name: String) throws -> Double {
-        let list = try server.pactl(["list", kind])
-        let block = try XCTUnwrap(list.components(separatedBy: "\n\n").first { $0.contains("Name: \(name)\n") }, list)
-        let line = try XCTUnwrap(block.split(separator: "\n").first { $0.contains("Latency:") }, block)
-        // "Latency: 1234 usec, configured 10000 usec"
-        let configured = try XCTUnwrap(line.components(separatedBy: "configured ").last?.split(separator: " ").first.flatMap { Double($0) }, String(line))
-        return configured / 1e6
-    }
-
     func testLatenciesAndChannelCountsAreTheDevices() throws {
         let server = try TestSound.server()
         let session = AVAudioSession.sharedInstance()
@@ -186,8 +176,8 @@ final class AudioSessionServerTests: XCTestCase {
         }
         // The devices' own latencies as the server runs them (the speaker's: what its 10 ms
         // keeper stream asks for), not the session's 50 ms buffer.
-        let speaker = try configuredLatency(server, "sinks", "speaker")
-        let microphone = try configuredLatency(server, "sources", "micfeed.monitor")
+        let speaker = try server.configuredLatency("sinks", "speaker")
+        let microphone = try server.configuredLatency("sources", "micfeed.monitor")
         // pipewire-pulse (0.3.65) reports every device's latency as 0, and the session says what
         // the server says.
         if server.kind == .pulseaudio { XCTAssertGreaterThan(speaker, 0) }

@@ -239,10 +239,15 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                 if outputEnabled {
                     let f = inputFormats[0]
                     // An app that asked the session for an I/O buffer wants its latency: one slice
-                    // at the server. Otherwise two, as a HAL device double-buffers: a slice at
-                    // the server was measured to let playback run dry on a loaded machine.
+                    // at the server. Otherwise three, asked for a slice at a time (below): two in
+                    // the stream, as a HAL device double-buffers (a slice there was measured to
+                    // let playback run dry on a loaded machine), and half a slice for the device
+                    // itself. A server that splits the total between its sink and the stream
+                    // (PulseAudio: the sink gets what two requests leave, halved) ran its sink at
+                    // its minimum latency with two slices, waking every half millisecond (0.5 ms
+                    // configured on the test server's sink, an ALSA card's minimum too).
                     let latencyAsked = AudioSessionHost.preferredIOBufferDuration != nil
-                    let aheadSlices = latencyAsked ? 1 : 2
+                    let aheadSlices = latencyAsked ? 1 : 3
                     let player = Player(unit: self, format: f, slice: sliceFrames)
                     let use = AudioSessionHost.streamUse(output: true)
                     var request = HALStreamRequest(
@@ -251,8 +256,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                         startCorked: false, device: outputDevice ?? AudioSessionHost.routing.output)
                     request.echoCancellation = use?.echoCancellation ?? false
                     request.ownThread = true
-                    // Unasked, the server asks for a whole slice at a time: half the wake-ups
-                    // of its own choice (a third of what it holds), for the same latency.
+                    // Unasked, the server asks for a whole slice at a time: a wake-up a slice.
                     if !latencyAsked { request.requestDuration = Double(sliceFrames) / f.mSampleRate }
                     self.player = player
                     playStream = try backend.openOutput(request, source: player)
