@@ -4,6 +4,9 @@ import Foundation
 /// How child tools reach the server under test.
 struct ServerHandle {
     let environment: [String: String]
+    /// The server's processes and their descendants, when this run started the server (its CPU
+    /// can then be measured); empty for `--system-server`.
+    var processIDs: [pid_t] = []
 }
 
 enum Bench {
@@ -37,7 +40,7 @@ enum Bench {
                 let s = try PrivatePulseServer(kind: kind)
                 s.makeDefaultForThisProcess()
                 server = s
-                handle = ServerHandle(environment: s.environment)
+                handle = ServerHandle(environment: s.environment, processIDs: s.processIDs)
                 say("Server: a private \(kind == .pipewire ? "PipeWire (pipewire-pulse)" : "PulseAudio") server (null sinks, 48 kHz float), started for this run.")
             }
         } catch {
@@ -181,11 +184,17 @@ enum Bench {
                            seconds, mix.ours, mix.ffmpeg, ratio(mix.ffmpeg, mix.ours)))
                 let cpuSeconds: Double = short ? 10 : seconds
                 let cpuFile = short ? try EngineBench.makeFiles(seconds: cpuSeconds, in: dir.appendingPathComponent("short")).0 : a
-                let cpu = try EngineBench.playerNodeCPU(server: handle, file: cpuFile)
-                say(String(format: "Player node → main mixer → output, CPU time for %.0f s of a WAV: %.3f s, paplay %.3f s, ratio %@ (target ≤ 1);",
-                           cpuSeconds, cpu.ours, cpu.paplay, ratio(cpu.ours, cpu.paplay)))
-                say(String(format: "  paplay at the engine's output latency (--latency-msec=40) %.3f s, ratio %@",
-                           cpu.paplayAtOurLatency, ratio(cpu.ours, cpu.paplayAtOurLatency)))
+                // Without the keepers' streams, the server's CPU is the players' alone.
+                let cpu = try server.map { try $0.withoutKeepers { try EngineBench.playerNodeCPU(server: handle, file: cpuFile) } }
+                    ?? EngineBench.playerNodeCPU(server: handle, file: cpuFile)
+                say(String(format: "Player node → main mixer → output, CPU time for %.0f s of a 44.1 kHz WAV on a 48 kHz output, beside paplay on the same file;", cpuSeconds))
+                say("player and server together (paplay's resampling runs in the server, the engine's in this process; the server without its keepers):")
+                func line(_ c: EngineBench.PlaybackCPU) -> String {
+                    String(format: "%.3f s (player %.3f + server %@)", c.total ?? c.player, c.player, c.server.map { String(format: "%.3f", $0) } ?? "not measured")
+                }
+                let total = { (c: EngineBench.PlaybackCPU) in c.total ?? c.player }
+                say("  engine \(line(cpu.ours)); paplay \(line(cpu.paplay)), ratio \(ratio(total(cpu.ours), total(cpu.paplay))) (target ≤ 1; paplay buffers 2 s)")
+                say("  paplay at the engine's output latency (--latency-msec=60) \(line(cpu.paplayAtOurLatency)), ratio \(ratio(total(cpu.ours), total(cpu.paplayAtOurLatency)))")
             } catch {
                 failures.append("engine: \(error)")
             }

@@ -123,25 +123,47 @@ enum EngineBench {
         engine.stop()
     }
 
-    /// CPU seconds to play `file` through a player node to the output, beside paplay on it as it
-    /// comes (the server's default buffer, 2 s) and at the engine's output latency (two I/O
-    /// buffers of the session's default 20 ms: `--latency-msec=40`).
-    static func playerNodeCPU(server: ServerHandle, file: URL) throws -> (ours: Double, paplay: Double, paplayAtOurLatency: Double) {
-        let before = PlaybackBench.cpuTime()
-        let engine = AVAudioEngine()
-        let source = try AVAudioFile(forReading: file)
-        let player = AVAudioPlayerNode()
-        engine.attach(player)
-        engine.connect(player, to: engine.mainMixerNode, format: source.processingFormat)
-        let done = DispatchSemaphore(value: 0)
-        player.scheduleFile(source, at: nil, completionCallbackType: .dataPlayedBack) { _ in done.signal() }
-        try engine.start()
-        player.play()
-        let seconds = Double(source.length) / source.processingFormat.sampleRate
-        guard done.wait(timeout: .now() + seconds + 10) == .success else { throw BenchError("the player node did not finish") }
-        engine.stop()
-        let ours = PlaybackBench.cpuTime() - before
-        return (ours, try paplayCPU(server: server, [file.path]), try paplayCPU(server: server, ["--latency-msec=40", file.path]))
+    /// CPU seconds of one playback: the player's own (this process or the paplay child) and the
+    /// server's over the same span (`nil` when the server is not this run's).
+    struct PlaybackCPU {
+        var player: Double
+        var server: Double?
+        /// Player and server together: what the machine spent on the playback.
+        var total: Double? { server.map { player + $0 } }
+    }
+
+    /// CPU to play `file` through a player node to the output, beside paplay on it as it comes
+    /// (the server's default buffer, 2 s) and at the engine's output latency (three I/O buffers of
+    /// the session's default 20 ms: `--latency-msec=60`). Each with the server's share: paplay
+    /// hands the server the file's 44.1 kHz and the server resamples it, where the engine
+    /// resamples in this process to the output's 48 kHz (as Apple's mixer does to the hardware's).
+    static func playerNodeCPU(server: ServerHandle, file: URL) throws -> (ours: PlaybackCPU, paplay: PlaybackCPU, paplayAtOurLatency: PlaybackCPU) {
+        let ours = try measured(server) {
+            let before = PlaybackBench.cpuTime()
+            let engine = AVAudioEngine()
+            let source = try AVAudioFile(forReading: file)
+            let player = AVAudioPlayerNode()
+            engine.attach(player)
+            engine.connect(player, to: engine.mainMixerNode, format: source.processingFormat)
+            let done = DispatchSemaphore(value: 0)
+            player.scheduleFile(source, at: nil, completionCallbackType: .dataPlayedBack) { _ in done.signal() }
+            try engine.start()
+            player.play()
+            let seconds = Double(source.length) / source.processingFormat.sampleRate
+            guard done.wait(timeout: .now() + seconds + 10) == .success else { throw BenchError("the player node did not finish") }
+            engine.stop()
+            return PlaybackBench.cpuTime() - before
+        }
+        let paplay = try measured(server) { try paplayCPU(server: server, [file.path]) }
+        let paplayAtOurLatency = try measured(server) { try paplayCPU(server: server, ["--latency-msec=60", file.path]) }
+        return (ours, paplay, paplayAtOurLatency)
+    }
+
+    /// Runs `playback` (which returns its player's CPU seconds) and adds the server's over it.
+    private static func measured(_ server: ServerHandle, _ playback: () throws -> Double) throws -> PlaybackCPU {
+        let before = server.processIDs.isEmpty ? nil : ProcessCPU.seconds(ofTrees: server.processIDs)
+        let player = try playback()
+        return PlaybackCPU(player: player, server: before.map { ProcessCPU.seconds(ofTrees: server.processIDs) - $0 })
     }
 
     /// paplay's CPU seconds (user and system) for `arguments`.

@@ -329,7 +329,8 @@ final class FileFeeder: @unchecked Sendable {
     private let file: AVAudioFile
     private var remaining: Int
     private let buffer: AVAudioPCMBuffer
-    private let interleaved: UnsafeMutablePointer<Float>
+    /// Frames interleaved for the ring, when the file could only be read deinterleaved.
+    private let interleaved: UnsafeMutablePointer<Float>?
     private let chunk = 4096
     private let finished = Atomic<Bool>(false)
     /// Posted by the render side after each read, and by ``finish()``.
@@ -338,7 +339,10 @@ final class FileFeeder: @unchecked Sendable {
     let written = Wakeup()
 
     init?(url: URL, start: AVAudioFramePosition, frames: Int) {
-        guard let file = try? AVAudioFile(forReading: url) else { return nil }
+        // Interleaved float, the ring's own layout: the file decodes straight into it (files of
+        // more than 8 channels read deinterleaved only, and are interleaved here).
+        guard let file = (try? AVAudioFile(forReading: url, commonFormat: .pcmFormatFloat32, interleaved: true)) ?? (try? AVAudioFile(forReading: url))
+        else { return nil }
         file.framePosition = start
         self.file = file
         channels = Int(file.processingFormat.channelCount)
@@ -348,7 +352,7 @@ final class FileFeeder: @unchecked Sendable {
         ring = SampleRing(capacity: Int(file.processingFormat.sampleRate) * channels)
         guard let b = AVAudioPCMBuffer(pcmFormat: file.processingFormat, frameCapacity: AVAudioFrameCount(chunk)) else { return nil }
         buffer = b
-        interleaved = .allocate(capacity: chunk * channels)
+        interleaved = file.processingFormat.isInterleaved || channels == 1 ? nil : .allocate(capacity: chunk * channels)
         fill()
         guard remaining > 0 else { return }
         let thread = Thread { [self] in
@@ -361,7 +365,7 @@ final class FileFeeder: @unchecked Sendable {
         thread.start()
     }
 
-    deinit { interleaved.deallocate() }
+    deinit { interleaved?.deallocate() }
 
     /// Decodes while the ring has room for a chunk.
     private func fill() {
@@ -372,11 +376,15 @@ final class FileFeeder: @unchecked Sendable {
                 return
             }
             let got = Int(buffer.frameLength)
-            for c in 0..<channels {
-                let p = data[c]
-                for i in 0..<got { interleaved[i * channels + c] = p[i] }
+            if let interleaved {
+                for c in 0..<channels {
+                    let p = data[c]
+                    for i in 0..<got { interleaved[i &* channels &+ c] = p[i] }
+                }
+                ring.write(interleaved, count: got * channels)
+            } else {
+                ring.write(data[0], count: got * channels)
             }
-            ring.write(interleaved, count: got * channels)
             remaining -= got
             written.signal()
         }

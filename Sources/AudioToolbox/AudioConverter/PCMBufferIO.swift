@@ -50,14 +50,27 @@ struct PCMBufferIO {
                 buffer.decode(data + offset * bytesPerFrame, frames: frames, into: dst)
                 return
             }
-            var plane = [Float](repeating: 0, count: frames)
-            for c in 0..<channels {
-                guard let data = list[c].mData else { continue }
-                plane.withUnsafeMutableBufferPointer { buffer.decode(data + offset * bytesPerFrame, frames: frames, into: $0.baseAddress!) }
-                for i in 0..<frames { dst[i * channels + c] = plane[i] }
+            if nativeFloat {
+                for c in 0..<channels {
+                    guard let data = list[c].mData else { continue }
+                    let plane = data.assumingMemoryBound(to: Float.self) + offset
+                    for i in 0..<frames { dst[i &* channels &+ c] = plane[i] }
+                }
+                return
+            }
+            withUnsafeTemporaryAllocation(of: Float.self, capacity: frames) { plane in
+                let p = plane.baseAddress!
+                for c in 0..<channels {
+                    guard let data = list[c].mData else { continue }
+                    buffer.decode(data + offset * bytesPerFrame, frames: frames, into: p)
+                    for i in 0..<frames { dst[i &* channels &+ c] = p[i] }
+                }
             }
         }
     }
+
+    /// Native-endian 32-bit float: a plane is copied, not converted.
+    private var nativeFloat: Bool { buffer.sample == .float32 && buffer.bigEndian == (1.bigEndian == 1) }
 
     /// Writes `frames` interleaved float frames from `source` into `list` at frame `offset`.
     func write(_ source: UnsafePointer<Float>, frames: Int, into list: UnsafeMutableAudioBufferListPointer, offset: Int = 0) {
@@ -67,11 +80,21 @@ struct PCMBufferIO {
             buffer.encode(source, frames: frames, into: data + offset * bytesPerFrame)
             return
         }
-        var plane = [Float](repeating: 0, count: frames)
-        for c in 0..<channels {
-            guard let data = list[c].mData else { continue }
-            for i in 0..<frames { plane[i] = source[i * channels + c] }
-            plane.withUnsafeBufferPointer { buffer.encode($0.baseAddress!, frames: frames, into: data + offset * bytesPerFrame) }
+        if nativeFloat {
+            for c in 0..<channels {
+                guard let data = list[c].mData else { continue }
+                let plane = data.assumingMemoryBound(to: Float.self) + offset
+                for i in 0..<frames { plane[i] = source[i &* channels &+ c] }
+            }
+            return
+        }
+        withUnsafeTemporaryAllocation(of: Float.self, capacity: frames) { plane in
+            let p = plane.baseAddress!
+            for c in 0..<channels {
+                guard let data = list[c].mData else { continue }
+                for i in 0..<frames { p[i] = source[i &* channels &+ c] }
+                buffer.encode(p, frames: frames, into: data + offset * bytesPerFrame)
+            }
         }
     }
 }
