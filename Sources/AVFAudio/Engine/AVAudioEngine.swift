@@ -498,6 +498,7 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
             driver.rendering.store(false, ordering: .releasing)
             removeDeviceListener()
         }
+        driver.releaseRetired()
     }
 
     /// Resets every node (filter and delay memory, players' schedules).

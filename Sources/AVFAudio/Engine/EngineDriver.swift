@@ -7,8 +7,9 @@ import Synchronization
 /// closes while it rewires the graph, and the time of the last cycle.
 ///
 /// Real time: ``render(flags:time:frames:data:)`` takes no lock, allocates nothing and counts no
-/// references; the plan is read through an atomic, kept alive by ``retired`` until the engine
-/// goes, and walked through unretained references.
+/// references; the plan is read through an atomic and walked through unretained references. A
+/// plan replaced while a render may still be in it (the render thread did not pass the gate in
+/// time) is kept in ``retired`` until rendering stops.
 final class EngineDriver: @unchecked Sendable {
     /// What a cycle pulls: the unit feeding the output (into the output's buffers), the ends of
     /// tapped chains that do not reach the output (into scratch buffers, so their taps hear), and
@@ -55,6 +56,8 @@ final class EngineDriver: @unchecked Sendable {
     private let planBits = Atomic<UInt>(0)
     /// The plan in force (the render side reads it unretained).
     private var current: Plan?
+    /// Plans replaced while a cycle may have been in them; freed by ``releaseRetired()``.
+    private var retired: [Plan] = []
     /// Closed (odd) while the control side rewires; the render side answers with ``acknowledged``.
     private let gate = Atomic<Int>(0)
     private let acknowledged = Atomic<Int>(0)
@@ -69,11 +72,21 @@ final class EngineDriver: @unchecked Sendable {
     var sampleRate = 48000.0
 
     /// Makes `plan` the one cycles pull from now on. Call with the cycles held
-    /// (``withCyclesHeld(_:)``) or nothing rendering: the plan replaced goes at once.
+    /// (``withCyclesHeld(_:)``) or nothing rendering. The plan replaced goes at once when no
+    /// cycle can be in it: nothing renders, or the render thread passed the closed gate. Otherwise
+    /// (the wait for the gate gave up: a real-time manual rendering thread that the app holds up,
+    /// say) it is retired until rendering stops.
     func install(_ plan: Plan) {
+        let g = gate.load(ordering: .acquiring)
+        let passed = g & 1 == 1 && acknowledged.load(ordering: .acquiring) == g
+        if rendering.load(ordering: .acquiring) && !passed, let old = current { retired.append(old) }
         planBits.store(UInt(bitPattern: Unmanaged.passUnretained(plan).toOpaque()), ordering: .releasing)
         current = plan
     }
+
+    /// Frees the retired plans. Call once rendering has stopped (the output unit stopped, or the
+    /// app told that manual rendering stopped).
+    func releaseRetired() { retired.removeAll() }
 
     /// Whether a control thread is inside ``withCyclesHeld(_:)`` (the render side is out of the plan).
     var cyclesHeld: Bool { gate.load(ordering: .acquiring) & 1 == 1 }

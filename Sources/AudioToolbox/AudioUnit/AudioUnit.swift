@@ -166,10 +166,15 @@ public func AudioUnitRender(
     return liveUnits.lookup(inUnit) == nil ? kAudio_ParamError : kAudioUnitErr_Uninitialized
 }
 
-/// Clears the unit's memory of past audio (filter and delay state).
+/// Clears the unit's memory of past audio (filter and delay state). The unit clears it at the
+/// start of its next render, on the render thread, which owns that state; nothing but a render
+/// could tell the difference.
 @discardableResult
 public func AudioUnitReset(_ inUnit: AudioUnit, _ inScope: AudioUnitScope, _ inElement: AudioUnitElement) -> OSStatus {
-    withUnit(inUnit) { unit in unit.lock.withLock { _ in unit.reset(scope: inScope, element: inElement) } }
+    withUnit(inUnit) { unit in
+        unit.requestReset()
+        return noErr
+    }
 }
 
 /// Starts an I/O unit: its render callback (or connected unit) is pulled on a real-time thread

@@ -236,7 +236,17 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
     }
 
     /// Clears what the unit remembers of past audio (filter memory, delay lines). Kinds override.
+    /// Runs on the render thread, at the start of the first render after ``requestReset()``: the
+    /// render thread owns that state, and a reset from another thread could clear it mid-slice.
     func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus { noErr }
+
+    /// Set by `AudioUnitReset`, taken by the next render.
+    private let resetPending = Atomic<Bool>(false)
+
+    /// `AudioUnitReset`: the next render starts with ``reset(scope:element:)``. What the unit
+    /// remembers only matters to its next render, so nobody can tell the difference, and the
+    /// render thread never sees its state cleared under it.
+    func requestReset() { resetPending.store(true, ordering: .releasing) }
 
     /// Called after ``dispose`` takes the unit out of the table (an I/O unit stops here).
     func dispose() {
@@ -289,6 +299,9 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
         flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames n: Int,
         data: UnsafeMutablePointer<AudioBufferList>
     ) -> OSStatus {
+        if resetPending.load(ordering: .relaxed), resetPending.exchange(false, ordering: .acquiring) {
+            _ = reset(scope: kAudioUnitScope_Global, element: 0)
+        }
         let result = renderOutput(flags: flags, time: time, bus: bus, frames: n, output: data)
         if result != noErr { lastRenderError.store(result, ordering: .relaxed) }
         if Int(bus) < tapCount, let tap = UnsafeRawPointer(bitPattern: tapSlots[Int(bus)].load(ordering: .acquiring)) {

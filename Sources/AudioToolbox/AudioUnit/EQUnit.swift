@@ -58,7 +58,7 @@ final class EQUnit: EffectUnit, @unchecked Sendable {
     }
 
     override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
-        // Filter memory only; runs with the unit's lock, the render thread may be between slices.
+        // Filter memory only (on the render thread, before a slice).
         for i in 0..<Self.maximumBands * Self.maximumChannels { states[i].reset() }
         return noErr
     }

@@ -172,7 +172,7 @@ final class TimePitchUnit: RateUnit, @unchecked Sendable {
     /// Rates and pitch factors are held within 1/`limit`…`limit`.
     private static let limit = 4.0
 
-    /// Clears the processor at the next render (the render thread owns it).
+    /// Clears the processor as `render` starts (which has the scratch buffers emptying it takes).
     override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
         resetRequested.store(true, ordering: .releasing)
         return noErr
