@@ -40,6 +40,14 @@ let package = Package(
         // libSoundTouchDll.so in the default paths); linked only by the benchmark, which measures it
         // against libsonic.
         .systemLibrary(name: "CSoundTouch", providers: [.apt(["libsoundtouch-dev"])]),
+        // Voice processing: libwebrtc-audio-processing (C++) behind a C header, its headers through
+        // `system/webrtc`, a link to Debian's (the library's pkg-config has -D flags SwiftPM
+        // refuses); libspeexdsp's C API as it is.
+        .target(
+            name: "CWebRTCAudioProcessing",
+            cxxSettings: [.headerSearchPath("system"), .define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD")],
+            linkerSettings: [.linkedLibrary("webrtc_audio_processing")]),
+        .systemLibrary(name: "CSpeexDSP", providers: [.apt(["libspeexdsp-dev"])]),
         .target(name: "CAllocCounter"),
         // The child process that puts other clients' volumes back when a ducking process ends.
         .target(name: "CDuckGuard"),
@@ -55,7 +63,7 @@ let package = Package(
         // FFmpeg: demux/decode, encode/mux, resample.
         .target(name: "AudioCodecs", dependencies: ["CoreAudioTypes", "CFFmpeg", "CSonic"], swiftSettings: strict),
         // The DSP that audio units and engine nodes share: filters, delay lines, sample rings.
-        .target(name: "AudioGraph", swiftSettings: strict),
+        .target(name: "AudioGraph", dependencies: ["CWebRTCAudioProcessing", "CSpeexDSP"], swiftSettings: strict),
         // The device API: AudioObject properties and listeners, IOProcs (re-exports CoreAudioTypes).
         .target(name: "CoreAudio", dependencies: ["CoreAudioTypes", "CCoreAudio", "AudioHAL"], swiftSettings: strict),
         // Apple's C-style API with Swift signatures (re-exports CoreAudio).
@@ -66,7 +74,7 @@ let package = Package(
         .target(name: "AVFoundation", dependencies: ["AVFAudio"], swiftSettings: strict),
 
         // Private PulseAudio server and signal analysis, shared by tests, benchmark and demo.
-        .target(name: "AudioTestSupport", dependencies: ["AudioToolbox"], swiftSettings: strict),
+        .target(name: "AudioTestSupport", dependencies: ["AudioToolbox", "AudioGraph"], swiftSettings: strict),
 
         // macOS's command-line tools.
         // The tools' plumbing: failures and exit codes, argument walking, progress lines, format names.
@@ -83,8 +91,10 @@ let package = Package(
         .executableTarget(name: "openavf-fuzz", dependencies: ["AudioToolbox"], swiftSettings: strict),
         // Counts allocations and frees on the real-time thread while the API does everything.
         .executableTarget(
-            name: "openavf-rtcheck", dependencies: ["AVFAudio", "AudioHAL", "CoreAudio", "AudioTestSupport", "CAllocCounter"], swiftSettings: strict),
-        .executableTarget(name: "openavf-bench", dependencies: ["AVFAudio", "AudioTestSupport", "CPulseAudio", "CSoundTouch"], swiftSettings: strict),
+            name: "openavf-rtcheck", dependencies: ["AVFAudio", "AudioGraph", "AudioHAL", "CoreAudio", "AudioTestSupport", "CAllocCounter"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "openavf-bench", dependencies: ["AVFAudio", "AudioGraph", "AudioTestSupport", "CPulseAudio", "CSoundTouch"], swiftSettings: strict),
         .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
 
         .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),
@@ -98,7 +108,7 @@ let package = Package(
             swiftSettings: [.unsafeFlags(["-warnings-as-errors"])]),
         .testTarget(
             name: "AudioToolboxTests",
-            dependencies: ["AudioToolbox", "AudioHAL", "AudioTestSupport"],
+            dependencies: ["AudioToolbox", "AudioGraph", "AudioHAL", "AudioTestSupport"],
             swiftSettings: strict
         ),
     ],

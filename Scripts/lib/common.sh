@@ -11,13 +11,15 @@ OPENAVF_PACKAGES=(
     libavformat-dev   # FFmpeg: containers (AudioCodecs)
     libsonic-dev      # speed change with pitch kept (AVAudioPlayer.rate)
     libsoundtouch-dev # SoundTouch: the benchmark's time-pitch comparison with libsonic
+    libwebrtc-audio-processing-dev  # voice processing (AudioGraph.VoiceProcessor), measured against
+    libspeexdsp-dev                 # libspeexdsp's (openavf-bench --only voice)
     libavcodec-dev    # FFmpeg: codecs
     libavutil-dev
     libswresample-dev # FFmpeg: sample rate conversion
     ffmpeg            # ffmpeg/ffprobe: interoperability peers and the benchmark's anchor
     sox               # a second independent reader/writer for interoperability tests
     libsox-fmt-all    # sox: CAF (via libsndfile), MP3 and the other formats
-    espeak-ng         # speech files written by a third program
+    espeak-ng         # speech files written by a third program; the voice-processing measurements' voices
     time              # /usr/bin/time: the benchmark's per-process peak memory
     pipewire          # the second private server the tests start (PipeWire, as most desktops run)
     pipewire-pulse    # its PulseAudio protocol, which the library speaks

@@ -18,7 +18,7 @@ enum Bench {
 
     static func main(_ arguments: [String]) {
         let short = arguments.contains("--short")
-        // `--only latency|underruns|cpu|convert|player|systemsound|engine|duplex|timepitch` runs one section (for profiling one figure);
+        // `--only latency|underruns|cpu|convert|player|systemsound|engine|duplex|timepitch|voice` runs one section (for profiling one figure);
         // `underruns` is the dropout count on the sink.
         let only = arguments.firstIndex(of: "--only").flatMap { i in i + 1 < arguments.count ? arguments[i + 1] : nil }
         func wanted(_ section: String) -> Bool { only == nil || only == section }
@@ -226,6 +226,18 @@ enum Bench {
         if wanted("timepitch") && !arguments.contains("pipewire") {
             say("")
             failures += TimePitchBench.run(say: say)
+        }
+
+        // 10. Voice processing: the two libraries offline on the same signals.
+        if wanted("voice") {
+            say("")
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("openavf-voice-bench-\(getpid())")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            do {
+                for rate in [16000, 48000] { try VoiceBench.report(rate: rate, in: dir, say: say) }
+            } catch {
+                failures.append("voice: \(error)")
+            }
         }
 
         if !failures.isEmpty {

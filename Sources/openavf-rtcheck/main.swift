@@ -15,6 +15,7 @@
 // The test suite runs the debug build (ServerThreadAllocationTests); Scripts/test runs the
 // release build.
 import AVFAudio
+import AudioGraph
 import AudioHAL
 import AudioTestSupport
 import AudioToolbox
@@ -475,6 +476,77 @@ final class IOThreadWatch: @unchecked Sendable {
 
 /// The I/O thread of a device's IOProcs is a real-time thread of its own: watched instead of the
 /// server thread.
+/// Frames for a voice processor, in raw memory, and the processor unretained: what a capture
+/// thread would hold.
+struct VoiceFrames: @unchecked Sendable {
+    let processor: Unmanaged<VoiceProcessor>
+    let far: UnsafeMutablePointer<Float>
+    let near: UnsafeMutablePointer<Float>
+    let length: Int
+
+    func run(_ range: Range<Int>) {
+        processor._withUnsafeGuaranteedRef { p in
+            for k in range { p.process(near: near + k * length, far: far + k * length) }
+        }
+    }
+}
+
+/// Voice processing (issue 14): each library's processor, at a call's 16 kHz and the output's
+/// 48 kHz, run on this thread (the counter watches it) over echo of a far end and a near talker,
+/// after a second of warming up; a voice-processing unit will run it on its capture thread.
+let voiceScenario = Scenario(name: "voice-processing") { _, _, _ in
+    var total = Count()
+    for library in VoiceProcessor.Library.allCases {
+        for rate in [16000, 48000] {
+            guard let processor = VoiceProcessor(library: library, sampleRate: rate) else { throw Failure("\(library) refused \(rate) Hz") }
+            let n = processor.frameLength
+            var generator = SeededGenerator(seed: 7)
+            let seconds = 4
+            // A far end of tone and noise; the near end its echo 40 ms later and a talker's tone.
+            var far = [Float](repeating: 0, count: rate * seconds)
+            var near = far
+            let step = 2 * Double.pi / Double(rate), delay = rate / 25
+            for i in 0..<far.count {
+                far[i] = Float(0.3 * sin(Double(i) * step * 310)) + Float.random(in: -0.05...0.05, using: &generator)
+                let echo: Float = i >= delay ? 0.5 * far[i - delay] : 0
+                near[i] = echo + Float(0.1 * sin(Double(i) * step * 520))
+            }
+            // Raw memory and an unretained processor: the window holds the processor's own
+            // calls, not this loop's reference counting.
+            let farFrames = UnsafeMutablePointer<Float>.allocate(capacity: far.count)
+            let nearFrames = UnsafeMutablePointer<Float>.allocate(capacity: near.count)
+            defer {
+                farFrames.deallocate()
+                nearFrames.deallocate()
+            }
+            farFrames.initialize(from: far, count: far.count)
+            nearFrames.initialize(from: near, count: near.count)
+            let work = VoiceFrames(processor: .passUnretained(processor), far: farFrames, near: nearFrames, length: n)
+            let frames = far.count / n
+            work.run(0..<100)
+            // On a thread of its own, the one watched (watching this one would count the
+            // counter's own report).
+            let ready = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+            nonisolated(unsafe) var worker: pthread_t?
+            let thread = Thread {
+                worker = pthread_self()
+                ready.signal()
+                go.wait()
+                work.run(100..<frames)
+                done.signal()
+            }
+            thread.start()
+            ready.wait()
+            total = total + watching(UInt(worker!)) {
+                go.signal()
+                done.wait()
+            }
+            withExtendedLifetime(processor) {}
+        }
+    }
+    return total
+}
+
 let ioProcScenario = Scenario(name: "ioproc") { _, _, _ in
     var address = AudioObjectPropertyAddress(mSelector: kAudioHardwarePropertyDefaultOutputDevice, mScope: kAudioObjectPropertyScopeGlobal, mElement: 0)
     var device = kAudioObjectUnknown
@@ -653,7 +725,7 @@ let buildKind = "release"
 
 @MainActor func main() -> Int32 {
     let wanted = Set(CommandLine.arguments.dropFirst())
-    let unknown = wanted.subtracting((scenarios + [ioProcScenario, engineScenario, timePitchScenario]).map(\.name))
+    let unknown = wanted.subtracting((scenarios + [ioProcScenario, engineScenario, timePitchScenario, voiceScenario]).map(\.name))
     guard unknown.isEmpty else {
         FileHandle.standardError.write(Data("openavf-rtcheck: no scenario \(unknown.sorted()); there are \(scenarios.map(\.name))\n".utf8))
         return 2
@@ -671,7 +743,7 @@ let buildKind = "release"
         let thread = backend.serverThread()
         var clean = true
         print("allocations and frees on the real-time server thread, per scenario (target 0; \(buildKind) build)")
-        for scenario in scenarios + [ioProcScenario, engineScenario, timePitchScenario] where wanted.isEmpty || wanted.contains(scenario.name) {
+        for scenario in scenarios + [ioProcScenario, engineScenario, timePitchScenario, voiceScenario] where wanted.isEmpty || wanted.contains(scenario.name) {
             let count = try scenario.run(server, files, thread)
             let ours = (count.allocations - count.allocationsInLibpulse, count.frees - count.freesInLibpulse)
             // Reference counting is checked in release builds: a debug build retains and releases

@@ -36,7 +36,7 @@ final class ServerThreadAllocationTests: XCTestCase {
         XCTAssertEqual(code, 0, "allocations or frees on the real-time thread:\n\(report)\(problems)")
         // Capture and the session may show libpulse's own bookkeeping (the tool says why); the
         // rest must be clean outright.
-        for scenario in ["lpcm-playback", "timed-start-reset-stop", "compressed-playback", "player", "ioproc", "engine", "engine-timepitch"] {
+        for scenario in ["lpcm-playback", "timed-start-reset-stop", "compressed-playback", "player", "ioproc", "engine", "engine-timepitch", "voice-processing"] {
             XCTAssertTrue(report.contains("\(scenario) ") && report.split(separator: "\n").contains {
                 $0.contains(scenario) && $0.contains("allocations 0  frees 0  ")
             }, "\(scenario) is not clean:\n\(report)")

@@ -1,0 +1,141 @@
+package import AudioGraph
+public import Foundation
+
+/// The voice-processing measurement set-up (issue 14), shared by tests and the benchmark: two
+/// espeak-ng voices, the far end (what a call plays) and the near end (the local talker), an
+/// acoustic path that turns the far end into echo, steady noise; and the figures measured on
+/// what a processor gives back.
+public enum VoiceSignals {
+    /// The far end's words: about 12 s of one voice.
+    public static let farText =
+        "The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins with a single step. "
+        + "She sells sea shells by the sea shore, and the shells she sells are surely sea shells. "
+        + "Every morning the train leaves the station at seven, and every evening it comes back at nine."
+    /// The near end's words: another voice, other words.
+    public static let nearText =
+        "Hello, can you hear me? I am calling about the meeting on Thursday afternoon. "
+        + "Please bring the quarterly numbers, the new drawings and a few copies of the contract. "
+        + "We will start at three and finish before five, if everybody is on time."
+    public static let farVoice = "en-us+m3"
+    public static let nearVoice = "en-gb+f3"
+
+    /// `text` spoken by espeak-ng's `voice`, mono float at `sampleRate` (resampled by ffmpeg).
+    public static func speech(_ text: String, voice: String, sampleRate: Int, in dir: URL) throws -> [Float] {
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let wav = dir.appendingPathComponent("espeak-\(UUID().uuidString.prefix(6)).wav")
+        let raw = dir.appendingPathComponent("espeak-\(UUID().uuidString.prefix(6)).f32")
+        defer {
+            try? FileManager.default.removeItem(at: wav)
+            try? FileManager.default.removeItem(at: raw)
+        }
+        try runTool("espeak-ng", ["-v", voice, "-s", "160", "-w", wav.path, text], in: dir)
+        try runTool("ffmpeg", ["-v", "error", "-y", "-i", wav.path, "-ar", "\(sampleRate)", "-ac", "1", "-f", "f32le", raw.path], in: dir)
+        let data = try Data(contentsOf: raw)
+        return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+    }
+
+    /// Runs `processor` over `near` in its frames, `far` the far end lined up with it (nil:
+    /// nothing plays); a last partial frame comes out as silence.
+    package static func process(_ processor: VoiceProcessor, near: [Float], far: [Float]?) -> [Float] {
+        let n = processor.frameLength
+        var out = near
+        let silent = [Float](repeating: 0, count: near.count)
+        (far ?? silent).withUnsafeBufferPointer { f in
+            out.withUnsafeMutableBufferPointer { o in
+                var start = 0
+                while start + n <= o.count {
+                    processor.process(near: o.baseAddress! + start, far: far == nil ? nil : f.baseAddress! + start)
+                    start += n
+                }
+                for i in start..<o.count { o[i] = 0 }
+            }
+        }
+        return out
+    }
+
+    /// The acoustic path from speaker to microphone: the far end 40 ms later at −6 dB, as the
+    /// issue's `module-loopback` set-up, plus a reflection 9 ms after that at −16 dB (a room).
+    public static func echo(of far: [Float], sampleRate: Int) -> [Float] {
+        let direct = sampleRate * 40 / 1000, reflection = sampleRate * 49 / 1000
+        var out = [Float](repeating: 0, count: far.count)
+        for i in 0..<far.count {
+            var v: Float = 0
+            if i >= direct { v += 0.5 * far[i - direct] }
+            if i >= reflection { v += 0.158 * far[i - reflection] }
+            out[i] = v
+        }
+        return out
+    }
+
+    /// White noise at `dBFS` (RMS), replayable from `seed`.
+    public static func noise(count: Int, dBFS: Double, seed: UInt64) -> [Float] {
+        var generator = SeededGenerator(seed: seed)
+        // Uniform in ±a has an RMS of a/√3.
+        let a = Float(pow(10, dBFS / 20) * 3.0.squareRoot())
+        return (0..<count).map { _ in Float.random(in: -a...a, using: &generator) }
+    }
+
+    /// `x` scaled so that its speech (the 10 ms frames ``speaking(_:sampleRate:)`` marks) has an
+    /// RMS of `dBFS`.
+    public static func scaled(_ x: [Float], toSpeechRMS dBFS: Double, sampleRate: Int) -> [Float] {
+        let level = speechRMS(x, where: speaking(x, sampleRate: sampleRate), sampleRate: sampleRate)
+        guard level > -200 else { return x }
+        let gain = Float(pow(10, (dBFS - level) / 20))
+        return x.map { $0 * gain }
+    }
+
+    /// The 10 ms frames of `clean` that carry speech: within 30 dB of its loudest frame.
+    public static func speaking(_ clean: [Float], sampleRate: Int) -> [Bool] {
+        let frame = sampleRate / 100
+        let levels = stride(from: 0, to: clean.count - frame + 1, by: frame).map { rms(clean[$0..<($0 + frame)]) }
+        let loudest = levels.max() ?? -200
+        return levels.map { $0 > loudest - 30 }
+    }
+
+    /// The RMS (dBFS) of `x` over the frames `mask` marks, from frame `first` on.
+    public static func speechRMS(_ x: [Float], where mask: [Bool], sampleRate: Int, from first: Int = 0) -> Double {
+        let frame = sampleRate / 100
+        var sum = 0.0, count = 0
+        for f in first..<min(mask.count, x.count / frame) where mask[f] {
+            for i in (f * frame)..<((f + 1) * frame) { sum += Double(x[i]) * Double(x[i]) }
+            count += frame
+        }
+        return count > 0 ? 10 * log10(max(sum / Double(count), 1e-20)) : -200
+    }
+
+    /// Echo return loss enhancement (dB): how much quieter `output` is than `input` over the
+    /// frames `mask` marks from frame `first` on.
+    public static func erle(input: [Float], output: [Float], where mask: [Bool], sampleRate: Int, from first: Int) -> Double {
+        speechRMS(input, where: mask, sampleRate: sampleRate, from: first) - speechRMS(output, where: mask, sampleRate: sampleRate, from: first)
+    }
+
+    /// Normalized correlation of `a`, `lag` samples late, with `b` over the frames of `b` that
+    /// `mask` marks from frame `first` on.
+    public static func correlation(_ a: [Float], _ b: [Float], where mask: [Bool], sampleRate: Int, from first: Int, lag: Int = 0) -> Double {
+        let frame = sampleRate / 100
+        var ab = 0.0, aa = 0.0, bb = 0.0
+        for f in first..<min(mask.count, min(a.count - lag, b.count) / frame) where mask[f] {
+            for i in (f * frame)..<((f + 1) * frame) {
+                let x = Double(a[i + lag]), y = Double(b[i])
+                ab += x * y
+                aa += x * x
+                bb += y * y
+            }
+        }
+        return aa > 0 && bb > 0 ? ab / (aa * bb).squareRoot() : 0
+    }
+
+    /// How many samples later than `clean` its words come out in `output` (a processor's own
+    /// delay), searched up to 20 ms over seconds 3 to 5.
+    public static func latency(of output: [Float], clean: [Float], sampleRate: Int) -> Int {
+        guard clean.count >= sampleRate * 5, output.count >= sampleRate * 5 else { return 0 }
+        let probe = Array(clean[(sampleRate * 3)..<(sampleRate * 5)])
+        return SignalAnalysis.align(probe, in: Array(output[(sampleRate * 3)...]), maxLag: sampleRate / 50).lag
+    }
+
+    private static func rms(_ x: ArraySlice<Float>) -> Double {
+        var sum = 0.0
+        for v in x { sum += Double(v) * Double(v) }
+        return 10 * log10(max(sum / Double(max(x.count, 1)), 1e-20))
+    }
+}
