@@ -228,13 +228,23 @@ enum Bench {
             failures += TimePitchBench.run(say: say)
         }
 
-        // 10. Voice processing: the two libraries offline on the same signals.
-        if wanted("voice") {
+        // 10. Voice processing: the two libraries offline on the same signals, and the server's own
+        // canceller on the set-up (PulseAudio's module; the offline part needs no server,
+        // so the PipeWire pass leaves the section out).
+        if wanted("voice") && server?.kind != .pipewire {
             say("")
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("openavf-voice-bench-\(getpid())")
             defer { try? FileManager.default.removeItem(at: dir) }
             do {
                 for rate in [16000, 48000] { try VoiceBench.report(rate: rate, in: dir, say: say) }
+                // The anchor: PulseAudio's module-echo-cancel.
+                if let server {
+                    let far = VoiceSignals.scaled(
+                        try VoiceSignals.speech(VoiceSignals.farText, voice: VoiceSignals.farVoice, sampleRate: 48000, in: dir), toSpeechRMS: -20, sampleRate: 48000)
+                    let methods = try ["webrtc", "speex"].map { ($0, try VoiceBench.serverCanceller(server, method: $0, far: far)) }
+                    say("The server's echo canceller, the anchor (module-echo-cancel, gain control off as in the echo loss above; far end only; echo by module-loopback, 40 ms, −6 dB): "
+                        + methods.map { String(format: "aec_method=%@ %.1f dB", $0.0, $0.1) }.joined(separator: ", "))
+                }
             } catch {
                 failures.append("voice: \(error)")
             }

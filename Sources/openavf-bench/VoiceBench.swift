@@ -85,6 +85,44 @@ enum VoiceBench {
         return figures
     }
 
+    /// The server's own echo canceller on the issue's set-up, the anchor: the far end played into
+    /// `module-echo-cancel`'s sink (`aec_method` = `method`), which plays it on the speaker; a
+    /// `module-loopback` carries the speaker's monitor into `micfeed` 40 ms later at −6 dB; the
+    /// canceller's source reads `micfeed`'s monitor, the microphone. Returns the echo's loss: the
+    /// microphone's level beside the canceller's output over the far end's speech after 2 s.
+    /// `aec_args` keeps each method's gain control off.
+    static func serverCanceller(_ server: PrivatePulseServer, method: String, far: [Float]) throws -> Double {
+        func module(_ arguments: [String]) throws -> String {
+            try server.pactl(["load-module"] + arguments).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let loopback = try module(["module-loopback", "source=speaker.monitor", "sink=micfeed", "latency_msec=40", "source_dont_move=true", "sink_dont_move=true"])
+        defer { _ = try? server.pactl(["unload-module", loopback]) }
+        // The loopback's stream at −6 dB.
+        let inputs = try server.pactl(["list", "sink-inputs"]).components(separatedBy: "Sink Input #").dropFirst()
+        guard let stream = inputs.first(where: { $0.contains("Owner Module: \(loopback)\n") })?.split(separator: "\n").first else {
+            throw BenchError("module-loopback made no stream")
+        }
+        try server.pactl(["set-sink-input-volume", String(stream).trimmingCharacters(in: .whitespaces), "-6dB"])
+        let canceller = try module([
+            // Gain control off, as the in-process figures measure the echo's loss (it would lift
+            // the residual: speex's, on by default, made it 20 dB louder than the echo).
+            "module-echo-cancel", "aec_method=\(method)", "aec_args=\"\(method == "speex" ? "agc=0" : "analog_gain_control=0 digital_gain_control=0")\"",
+            "source_master=micfeed.monitor", "sink_master=speaker",
+            "source_name=openavf_aec_source", "sink_name=openavf_aec_sink", "rate=48000", "channels=1",
+        ])
+        defer { _ = try? server.pactl(["unload-module", canceller]) }
+        let microphone = try SignalCapture(server: server, device: "micfeed.monitor")
+        let cancelled = try SignalCapture(server: server, device: "openavf_aec_source")
+        let player = try SignalPlayer(server: server, device: "openavf_aec_sink", samples: far, sampleRate: 48000)
+        player.waitUntilDone()
+        try microphone.waitFor(frames: microphone.frameCount + 24000, timeout: 5)
+        let raw = microphone.stop()[0], out = cancelled.stop()[0]
+        guard let onset = SignalAnalysis.onset(raw, threshold: 0.005) else { throw BenchError("no echo reached the microphone") }
+        let window = (onset + 96000)..<min(onset + far.count - 24000, raw.count, out.count)
+        guard window.count > 48000 else { throw BenchError("the recordings are too short") }
+        return SignalAnalysis.rmsDB(raw[window]) - SignalAnalysis.rmsDB(out[window])
+    }
+
     /// The comparison table, one column a library.
     static func report(rate: Int, in dir: URL, say: (String) -> Void) throws {
         let libraries = VoiceProcessor.Library.allCases
