@@ -69,19 +69,14 @@ package final class VoiceProcessor: @unchecked Sendable {
                 Int32(sampleRate), stages.echoCancellation ? 1 : 0, stages.noiseSuppression ? 1 : 0, stages.gainControl ? 1 : 0)
             echo = nil
             preprocess = nil
-            guard webrtc != nil else {
-                deallocateBuffers()
-                return nil
-            }
+            // A failed init still runs deinit (every property is set), which frees what was made.
+            guard webrtc != nil else { return nil }
         case .speex:
             webrtc = nil
             let tail = Int32(Double(sampleRate) * Self.echoTail)
             echo = stages.echoCancellation ? speex_echo_state_init(Int32(frameLength), tail) : nil
             preprocess = speex_preprocess_state_init(Int32(frameLength), Int32(sampleRate))
-            guard let preprocess, echo != nil || !stages.echoCancellation else {
-                deallocateBuffers()
-                return nil
-            }
+            guard let preprocess, echo != nil || !stages.echoCancellation else { return nil }
             var rate = Int32(sampleRate)
             if let echo {
                 speex_echo_ctl(echo, SPEEX_ECHO_SET_SAMPLING_RATE, &rate)
@@ -104,10 +99,6 @@ package final class VoiceProcessor: @unchecked Sendable {
         if let webrtc { oa_webrtc_free(webrtc) }
         if let echo { speex_echo_state_destroy(echo) }
         if let preprocess { speex_preprocess_state_destroy(preprocess) }
-        deallocateBuffers()
-    }
-
-    private func deallocateBuffers() {
         nearShorts.deallocate()
         farShorts.deallocate()
         outShorts.deallocate()
