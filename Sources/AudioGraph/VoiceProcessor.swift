@@ -35,7 +35,9 @@ package final class VoiceProcessor: @unchecked Sendable {
     package let sampleRate: Int
     /// Samples in a frame: 10 ms.
     package let frameLength: Int
-    /// How much later than its far-end frame an echo may arrive and still be cancelled.
+    /// How much later than its far-end frame an echo may arrive and still be cancelled: speex's
+    /// filter length. webrtc reaches about as far through its own delay estimate and extended
+    /// filter (128 ms), which this does not set.
     package static let echoTail = 0.2
     /// speex's gain control level (a loudness in 16-bit units, not an RMS) that brings a talker
     /// to about −20 dBFS of speech RMS, a call's microphone level: measured on the benchmark's
@@ -52,7 +54,9 @@ package final class VoiceProcessor: @unchecked Sendable {
     /// far stream to run on).
     private let zeros: UnsafeMutablePointer<Float>
 
-    /// A processor at `sampleRate` (8, 16, 32 or 48 kHz); nil when the library refuses it.
+    /// A processor at `sampleRate`: 8, 16, 32 or 48 kHz, the rates webrtc runs at (speex would
+    /// take others; one list keeps the libraries interchangeable). Nil for any other rate, or
+    /// when the library cannot make its state.
     package init?(library: Library, sampleRate: Int, stages: Stages = Stages()) {
         guard [8000, 16000, 32000, 48000].contains(sampleRate) else { return nil }
         self.library = library

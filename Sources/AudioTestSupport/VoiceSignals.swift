@@ -37,6 +37,7 @@ public enum VoiceSignals {
     /// Runs `processor` over `near` in its frames, `far` the far end lined up with it (nil:
     /// nothing plays); a last partial frame comes out as silence.
     package static func process(_ processor: VoiceProcessor, near: [Float], far: [Float]?) -> [Float] {
+        precondition(far.map { $0.count >= near.count } ?? true, "the far end is shorter than the near end")
         let n = processor.frameLength
         var out = near
         let silent = [Float](repeating: 0, count: near.count)

@@ -1,3 +1,4 @@
+import AVFAudio
 import AudioTestSupport
 import Foundation
 
@@ -113,6 +114,15 @@ enum Bench {
             let anchor = try PlaybackBench.pacatCPU(server: handle, milliseconds: 30, seconds: cpuSeconds)
             say(String(format: "Playback CPU time for %.0f s of 48 kHz stereo at 30 ms: queue %.3f s, pacat %.3f s, ratio %@ (target ≤ 1); %d underruns without load",
                        cpuSeconds, ours.cpuSeconds, anchor, ratio(ours.cpuSeconds, anchor), ours.serverUnderruns))
+            // Again with the server's CPU over each playback, on the server with its keepers stopped
+            // (what a stream costs the server is the listener's too).
+            if let server {
+                let (queue, pacat) = try server.withoutKeepers {
+                    (try ProcessCPU.measured(handle) { try PlaybackBench.play(milliseconds: 30, seconds: cpuSeconds).cpuSeconds },
+                     try ProcessCPU.measured(handle) { try PlaybackBench.pacatCPU(server: handle, milliseconds: 30, seconds: cpuSeconds) })
+                }
+                say("  player and server together: queue \(queue.description), pacat \(pacat.description), ratio \(ratio(queue.total ?? 0, pacat.total ?? 0))")
+            }
         } catch {
             failures.append("cpu: \(error)")
         }
@@ -146,6 +156,13 @@ enum Bench {
                 let cpu = try PlayerBench.playbackCPU(server: handle, file: files.mp3, seconds: mp3Seconds)
                 say(String(format: "AVAudioPlayer CPU time for %.0f s of a 192 kb/s stereo MP3: %.3f s, paplay %.3f s, ratio %@ (target ≤ 1)",
                            mp3Seconds, cpu.ours, cpu.paplay, ratio(cpu.ours, cpu.paplay)))
+                if let server {
+                    let (ours, paplay) = try server.withoutKeepers {
+                        (try ProcessCPU.measured(handle) { try PlayerBench.playbackCPU(server: handle, file: files.mp3, seconds: mp3Seconds, paplay: false).ours },
+                         try ProcessCPU.measured(handle) { try EngineBench.paplayCPU(server: handle, [files.mp3.path]) })
+                    }
+                    say("  player and server together (the server's keepers stopped): AVAudioPlayer \(ours.description), paplay \(paplay.description), ratio \(ratio(ours.total ?? 0, paplay.total ?? 0))")
+                }
             } catch {
                 failures.append("player: \(error)")
             }
@@ -184,17 +201,17 @@ enum Bench {
                            seconds, mix.ours, mix.ffmpeg, ratio(mix.ffmpeg, mix.ours)))
                 let cpuSeconds: Double = short ? 10 : seconds
                 let cpuFile = short ? try EngineBench.makeFiles(seconds: cpuSeconds, in: dir.appendingPathComponent("short")).0 : a
+                // The engine at its default I/O buffer: earlier sections leave the session's
+                // preference set (process-wide), which would put the engine at theirs.
+                try AVAudioSession.sharedInstance().setPreferredIOBufferDuration(0)
                 // Without the keepers' streams, the server's CPU is the players' alone.
                 let cpu = try server.map { try $0.withoutKeepers { try EngineBench.playerNodeCPU(server: handle, file: cpuFile) } }
                     ?? EngineBench.playerNodeCPU(server: handle, file: cpuFile)
                 say(String(format: "Player node → main mixer → output, CPU time for %.0f s of a 44.1 kHz WAV on a 48 kHz output, beside paplay on the same file;", cpuSeconds))
                 say("player and server together (paplay's resampling runs in the server, the engine's in this process; the server without its keepers):")
-                func line(_ c: EngineBench.PlaybackCPU) -> String {
-                    String(format: "%.3f s (player %.3f + server %@)", c.total ?? c.player, c.player, c.server.map { String(format: "%.3f", $0) } ?? "not measured")
-                }
-                let total = { (c: EngineBench.PlaybackCPU) in c.total ?? c.player }
-                say("  engine \(line(cpu.ours)); paplay \(line(cpu.paplay)), ratio \(ratio(total(cpu.ours), total(cpu.paplay))) (target ≤ 1; paplay buffers 2 s)")
-                say("  paplay at the engine's output latency (--latency-msec=60) \(line(cpu.paplayAtOurLatency)), ratio \(ratio(total(cpu.ours), total(cpu.paplayAtOurLatency)))")
+                let total = { (c: ProcessCPU.Playback) in c.total ?? c.player }
+                say("  engine \(cpu.ours.description); paplay \(cpu.paplay.description), ratio \(ratio(total(cpu.ours), total(cpu.paplay))) (target ≤ 1; paplay buffers 2 s)")
+                say("  paplay at the engine's output latency (--latency-msec=60) \(cpu.paplayAtOurLatency.description), ratio \(ratio(total(cpu.ours), total(cpu.paplayAtOurLatency)))")
             } catch {
                 failures.append("engine: \(error)")
             }
@@ -242,7 +259,7 @@ enum Bench {
                     let far = VoiceSignals.scaled(
                         try VoiceSignals.speech(VoiceSignals.farText, voice: VoiceSignals.farVoice, sampleRate: 48000, in: dir), toSpeechRMS: -20, sampleRate: 48000)
                     let methods = try ["webrtc", "speex"].map { ($0, try VoiceBench.serverCanceller(server, method: $0, far: far)) }
-                    say("The server's echo canceller, the anchor (module-echo-cancel, gain control off as in the echo loss above; far end only; echo by module-loopback, 40 ms, −6 dB): "
+                    say("The server's echo canceller, the anchor (module-echo-cancel at 48 kHz, gain control off as in the echo loss above; far end only; echo by module-loopback, 40 ms, −6 dB, no reflection; speech frames after 2 s): "
                         + methods.map { String(format: "aec_method=%@ %.1f dB", $0.0, $0.1) }.joined(separator: ", "))
                 }
             } catch {

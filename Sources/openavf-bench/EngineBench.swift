@@ -123,22 +123,13 @@ enum EngineBench {
         engine.stop()
     }
 
-    /// CPU seconds of one playback: the player's own (this process or the paplay child) and the
-    /// server's over the same span (`nil` when the server is not this run's).
-    struct PlaybackCPU {
-        var player: Double
-        var server: Double?
-        /// Player and server together: what the machine spent on the playback.
-        var total: Double? { server.map { player + $0 } }
-    }
-
     /// CPU to play `file` through a player node to the output, beside paplay on it as it comes
     /// (the server's default buffer, 2 s) and at the engine's output latency (three I/O buffers of
     /// the session's default 20 ms: `--latency-msec=60`). Each with the server's share: paplay
     /// hands the server the file's 44.1 kHz and the server resamples it, where the engine
     /// resamples in this process to the output's 48 kHz (as Apple's mixer does to the hardware's).
-    static func playerNodeCPU(server: ServerHandle, file: URL) throws -> (ours: PlaybackCPU, paplay: PlaybackCPU, paplayAtOurLatency: PlaybackCPU) {
-        let ours = try measured(server) {
+    static func playerNodeCPU(server: ServerHandle, file: URL) throws -> (ours: ProcessCPU.Playback, paplay: ProcessCPU.Playback, paplayAtOurLatency: ProcessCPU.Playback) {
+        let ours = try ProcessCPU.measured(server) {
             let before = PlaybackBench.cpuTime()
             let engine = AVAudioEngine()
             let source = try AVAudioFile(forReading: file)
@@ -154,16 +145,9 @@ enum EngineBench {
             engine.stop()
             return PlaybackBench.cpuTime() - before
         }
-        let paplay = try measured(server) { try paplayCPU(server: server, [file.path]) }
-        let paplayAtOurLatency = try measured(server) { try paplayCPU(server: server, ["--latency-msec=60", file.path]) }
+        let paplay = try ProcessCPU.measured(server) { try paplayCPU(server: server, [file.path]) }
+        let paplayAtOurLatency = try ProcessCPU.measured(server) { try paplayCPU(server: server, ["--latency-msec=60", file.path]) }
         return (ours, paplay, paplayAtOurLatency)
-    }
-
-    /// Runs `playback` (which returns its player's CPU seconds) and adds the server's over it.
-    private static func measured(_ server: ServerHandle, _ playback: () throws -> Double) throws -> PlaybackCPU {
-        let before = server.processIDs.isEmpty ? nil : ProcessCPU.seconds(ofTrees: server.processIDs)
-        let player = try playback()
-        return PlaybackCPU(player: player, server: before.map { ProcessCPU.seconds(ofTrees: server.processIDs) - $0 })
     }
 
     /// paplay's CPU seconds (user and system) for `arguments`.

@@ -67,9 +67,9 @@ enum PlayerBench {
         return (median(prepared), median(unprepared), median(anchor))
     }
 
-    /// CPU seconds to play `file` to the end: this process with AVAudioPlayer, and paplay.
-    static func playbackCPU(server: ServerHandle, file: URL, seconds: Double) throws -> (ours: Double, paplay: Double) {
-        guard let paplay = PrivatePulseServer.which("paplay") else { throw BenchError("paplay is needed (apt-get install pulseaudio-utils)") }
+    /// CPU seconds to play `file` to the end: this process with AVAudioPlayer, and paplay (0
+    /// when `paplay` is false).
+    static func playbackCPU(server: ServerHandle, file: URL, seconds: Double, paplay: Bool = true) throws -> (ours: Double, paplay: Double) {
         let before = PlaybackBench.cpuTime()
         let player = try AVAudioPlayer(contentsOf: file)
         let end = EndOfPlay()
@@ -77,12 +77,7 @@ enum PlayerBench {
         guard player.play() else { throw BenchError("AVAudioPlayer did not start") }
         guard end.wait(seconds: seconds + 10) else { throw BenchError("AVAudioPlayer did not finish") }
         let ours = PlaybackBench.cpuTime() - before
-        let child = try ChildProcess(paplay, [file.path], environment: server.environment)
-        var status: Int32 = 0
-        var usage = rusage()
-        while wait4(child.pid, &status, 0, &usage) < 0 && errno == EINTR {}
-        guard status == 0 else { throw BenchError("paplay could not play \(file.lastPathComponent) (status \(status))") }
-        return (ours, PlaybackBench.time(usage.ru_utime) + PlaybackBench.time(usage.ru_stime))
+        return (ours, paplay ? try EngineBench.paplayCPU(server: server, [file.path]) : 0)
     }
 
     /// Makes the files: a 1 kHz tone WAV that starts at full level, and a stereo MP3 of music-like

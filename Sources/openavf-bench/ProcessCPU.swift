@@ -31,6 +31,28 @@ enum ProcessCPU {
         return Double(nanoseconds) / 1e9
     }
 
+    /// CPU seconds of one playback: the player's own (this process or a tool's child) and the
+    /// server's over the same span (`nil` when the server is not this run's).
+    struct Playback {
+        var player: Double
+        var server: Double?
+        /// Player and server together: what the machine spent on the playback.
+        var total: Double? { server.map { player + $0 } }
+
+        /// "0.123 s (player 0.045 + server 0.078)", or the player's alone.
+        var description: String {
+            guard let server, let total else { return String(format: "%.3f s", player) }
+            return String(format: "%.3f s (player %.3f + server %.3f)", total, player, server)
+        }
+    }
+
+    /// Runs `playback` (which returns its player's CPU seconds) and adds the server's over it.
+    static func measured(_ server: ServerHandle, _ playback: () throws -> Double) rethrows -> Playback {
+        let before = server.processIDs.isEmpty ? nil : seconds(ofTrees: server.processIDs)
+        let player = try playback()
+        return Playback(player: player, server: before.map { seconds(ofTrees: server.processIDs) - $0 })
+    }
+
     /// The parent's ID from `/proc/<pid>/stat` (the field after the state, past the name's `)`).
     private static func parentID(of pid: pid_t) -> pid_t? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),

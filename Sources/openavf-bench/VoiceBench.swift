@@ -118,9 +118,12 @@ enum VoiceBench {
         try microphone.waitFor(frames: microphone.frameCount + 24000, timeout: 5)
         let raw = microphone.stop()[0], out = cancelled.stop()[0]
         guard let onset = SignalAnalysis.onset(raw, threshold: 0.005) else { throw BenchError("no echo reached the microphone") }
+        // The two recordings start within a few milliseconds of each other: the same span of
+        // each, its speech frames (found on the microphone) after 2 s, as the in-process figure.
         let window = (onset + 96000)..<min(onset + far.count - 24000, raw.count, out.count)
         guard window.count > 48000 else { throw BenchError("the recordings are too short") }
-        return SignalAnalysis.rmsDB(raw[window]) - SignalAnalysis.rmsDB(out[window])
+        let heard = Array(raw[window]), left = Array(out[window])
+        return VoiceSignals.erle(input: heard, output: left, where: VoiceSignals.speaking(heard, sampleRate: 48000), sampleRate: 48000, from: 0)
     }
 
     /// The comparison table, one column a library.

@@ -474,8 +474,6 @@ final class IOThreadWatch: @unchecked Sendable {
     }
 }
 
-/// The I/O thread of a device's IOProcs is a real-time thread of its own: watched instead of the
-/// server thread.
 /// Frames for a voice processor, in raw memory, and the processor unretained: what a capture
 /// thread would hold.
 struct VoiceFrames: @unchecked Sendable {
@@ -551,6 +549,8 @@ let voiceScenario = Scenario(name: "voice-processing") { _, _, _ in
     return total
 }
 
+/// The I/O thread of a device's IOProcs is a real-time thread of its own: watched instead of the
+/// server thread.
 let ioProcScenario = Scenario(name: "ioproc") { _, _, _ in
     var address = AudioObjectPropertyAddress(mSelector: kAudioHardwarePropertyDefaultOutputDevice, mScope: kAudioObjectPropertyScopeGlobal, mElement: 0)
     var device = kAudioObjectUnknown
@@ -651,6 +651,8 @@ let engineScenario = Scenario(name: "engine") { _, files, _ in
         distortion.wetDryMix = 80
         player.volume = 0.5
         player.scheduleBuffer(tone, at: nil, options: .interrupts)
+        // Resets run on the render thread, at the start of each unit's next render.
+        for node in [eq, reverb, distortion, engine.mainMixerNode] as [AVAudioNode] { node.reset() }
         try watch.waitForAudio(seconds: 2)
     }
     // Pausing closes the output's stream and starting opens another, on a thread of its own:

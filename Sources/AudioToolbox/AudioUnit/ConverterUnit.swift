@@ -160,7 +160,8 @@ final class ConverterUnit: AudioUnitObject, @unchecked Sendable {
     }
 
     override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
-        resampler?.reset()
+        // On the render thread: the unretained reference, as rendering uses.
+        resamplerRef?._withUnsafeGuaranteedRef { $0.reset() }
         inputSampleTime = 0
         return noErr
     }

@@ -30,7 +30,8 @@ final class DelayUnit: EffectUnit, @unchecked Sendable {
     }
 
     override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
-        for line in lines { line.reset() }
+        // On the render thread: the unretained references, as rendering uses.
+        for c in 0..<lineCount { lineRefs[c]._withUnsafeGuaranteedRef { $0.reset() } }
         return noErr
     }
 

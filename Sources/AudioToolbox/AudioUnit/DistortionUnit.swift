@@ -43,7 +43,7 @@ final class DistortionUnit: EffectUnit, @unchecked Sendable {
     }
 
     override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
-        distortion?.reset()
+        distortionRef?._withUnsafeGuaranteedRef { $0.reset() }
         return noErr
     }
 

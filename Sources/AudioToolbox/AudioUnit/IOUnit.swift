@@ -239,13 +239,13 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                 if outputEnabled {
                     let f = inputFormats[0]
                     // An app that asked the session for an I/O buffer wants its latency: one slice
-                    // at the server. Otherwise three, asked for a slice at a time (below): two in
-                    // the stream, as a HAL device double-buffers (a slice there was measured to
-                    // let playback run dry on a loaded machine), and half a slice for the device
-                    // itself. A server that splits the total between its sink and the stream
-                    // (PulseAudio: the sink gets what two requests leave, halved) ran its sink at
-                    // its minimum latency with two slices, waking every half millisecond (0.5 ms
-                    // configured on the test server's sink, an ALSA card's minimum too).
+                    // at the server. Otherwise three slices in all, asked for a slice at a time
+                    // (below). PulseAudio gives its sink what two requests leave, halved: half a
+                    // slice; the stream holds the other two and a half (at least two, as a HAL
+                    // device double-buffers: one was measured to let playback run dry on a loaded
+                    // machine). With two slices in all the sink got nothing and ran at its minimum
+                    // latency, waking every half millisecond (0.5 ms configured on the test
+                    // server's sink, an ALSA card's minimum too).
                     let latencyAsked = AudioSessionHost.preferredIOBufferDuration != nil
                     let aheadSlices = latencyAsked ? 1 : 3
                     let player = Player(unit: self, format: f, slice: sliceFrames)

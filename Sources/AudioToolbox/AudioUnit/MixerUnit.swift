@@ -76,7 +76,10 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
     }
 
     override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
-        for r in resamplers { r?.reset() }
+        // On the render thread: the unretained references, as rendering uses.
+        for i in 0..<renderInputs {
+            if let raw = UnsafeRawPointer(bitPattern: resamplerRefs[i]) { Unmanaged<PullResampler>.fromOpaque(raw)._withUnsafeGuaranteedRef { $0.reset() } }
+        }
         return noErr
     }
 

@@ -55,7 +55,8 @@ final class VarispeedUnit: RateUnit, @unchecked Sendable {
     }
 
     override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
-        resampler?.reset()
+        // On the render thread: the unretained reference, as rendering uses.
+        resamplerRef?._withUnsafeGuaranteedRef { $0.reset() }
         return noErr
     }
 

@@ -40,7 +40,7 @@ final class ReverbUnit: EffectUnit, @unchecked Sendable {
     }
 
     override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
-        reverb?.reset()
+        reverbRef?._withUnsafeGuaranteedRef { $0.reset() }
         return noErr
     }
 
