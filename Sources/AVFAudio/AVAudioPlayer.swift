@@ -306,12 +306,15 @@ private final class PlayerCore: @unchecked Sendable {
         sampleRate = desc.mSampleRate
         length = frames
         // Four buffers of 100 ms: the queue's stream buffer follows them (100 ms, the most a queue
-        // asks for), refilled in halves, so the server thread wakes 20 times a second and the
-        // decoder 10; a slow decode has 300 ms of slack, and the buffer decoded ahead 100 ms more.
+        // asks for), refilled in thirds (PulseAudio keeps a sixth, 17 ms, as its sink's latency),
+        // so the server thread wakes 30 times a second and the decoder 10; a slow decode has
+        // 300 ms of slack, and the buffer decoded ahead 100 ms more.
         // What a seek cannot take back from the server, and how late a volume change or fade is
         // heard, is at most that 100 ms. Start latency does not depend on it: primed audio goes to
-        // the server when play() starts. Measured with openavf-bench on 60 s of MP3: 0.26 s of
-        // CPU against paplay's 0.33 s; with 50 ms buffers 0.38 s against 0.35 s.
+        // the server when play() starts. Measured with openavf-bench on 60 s of MP3 when requests
+        // were halves: 0.26 s of CPU against paplay's 0.33 s; with 50 ms buffers 0.38 s against
+        // 0.35 s. With the server's CPU counted (openavf-bench --only player) the player and
+        // server together cost about 1.45× paplay's, which buffers 2 s.
         decoder = PlayerDecoder(
             file: ref, channels: channels, sampleRate: desc.mSampleRate, length: frames, bufferFrames: max(256, Int(desc.mSampleRate * 0.1)))
         meter = AVAudioPowerMeter(channels: channels)
