@@ -141,14 +141,8 @@ package final class PullResampler: @unchecked Sendable {
             let at = exact ? p + nearest : p
             let base = Int(at.rounded(.down))
             let phase = (at - Double(base)) * Double(phases)
-            let j: Int, t: Float
-            if exact {
-                j = min(Int(phase), phases - 1)
-                t = 0
-            } else {
-                j = min(Int(phase), phases - 1)
-                t = Float(phase - Double(j))
-            }
+            let j = min(Int(phase), phases - 1)
+            let t = exact ? 0 : Float(phase - Double(j))
             let first = base - taps + 1
             p += ratio
             guard first >= 0 && first + width <= held else {

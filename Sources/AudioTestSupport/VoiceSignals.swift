@@ -88,7 +88,7 @@ public enum VoiceSignals {
     /// The 10 ms frames of `clean` that carry speech: within 30 dB of its loudest frame.
     public static func speaking(_ clean: [Float], sampleRate: Int) -> [Bool] {
         let frame = sampleRate / 100
-        let levels = stride(from: 0, to: clean.count - frame + 1, by: frame).map { rms(clean[$0..<($0 + frame)]) }
+        let levels = stride(from: 0, to: clean.count - frame + 1, by: frame).map { SignalAnalysis.rmsDB(clean[$0..<($0 + frame)]) }
         let loudest = levels.max() ?? -200
         return levels.map { $0 > loudest - 30 }
     }
@@ -132,11 +132,5 @@ public enum VoiceSignals {
         guard clean.count >= sampleRate * 5, output.count >= sampleRate * 5 else { return 0 }
         let probe = Array(clean[(sampleRate * 3)..<(sampleRate * 5)])
         return SignalAnalysis.align(probe, in: Array(output[(sampleRate * 3)...]), maxLag: sampleRate / 50).lag
-    }
-
-    private static func rms(_ x: ArraySlice<Float>) -> Double {
-        var sum = 0.0
-        for v in x { sum += Double(v) * Double(v) }
-        return 10 * log10(max(sum / Double(max(x.count, 1)), 1e-20))
     }
 }

@@ -29,7 +29,6 @@ static int configure(webrtc::AudioProcessing *apm, int echo, int noise, int gain
         failed |= apm->gain_control()->enable_limiter(true);
     }
     failed |= apm->gain_control()->Enable(gain != 0);
-    failed |= apm->voice_detection()->Enable(true);
     return failed ? -1 : 0;
 }
 
@@ -59,10 +58,6 @@ extern "C" void oa_webrtc_free(OAWebRTCProcessor *p) {
     delete p;
 }
 
-extern "C" int oa_webrtc_configure(OAWebRTCProcessor *p, int echo, int noise, int gain) {
-    return configure(p->apm, echo, noise, gain);
-}
-
 extern "C" int oa_webrtc_far(OAWebRTCProcessor *p, const float *frame) {
     const float *channels[1] = {frame};
     return p->apm->AnalyzeReverseStream(channels, p->frame, p->rate, webrtc::AudioProcessing::kMono) == 0 ? 0 : -1;
@@ -74,8 +69,4 @@ extern "C" int oa_webrtc_near(OAWebRTCProcessor *p, float *frame, int delay_ms) 
     float *out[1] = {frame};
     webrtc::StreamConfig mono(p->rate, 1);
     return p->apm->ProcessStream(in, mono, mono, out) == 0 ? 0 : -1;
-}
-
-extern "C" int oa_webrtc_has_voice(const OAWebRTCProcessor *p) {
-    return p->apm->voice_detection()->is_enabled() ? (p->apm->voice_detection()->stream_has_voice() ? 1 : 0) : -1;
 }

@@ -117,10 +117,9 @@ enum Bench {
             // Again with the server's CPU over each playback, on the server with its keepers stopped
             // (what a stream costs the server is the listener's too).
             if let server {
-                let (queue, pacat) = try server.withoutKeepers {
-                    (try ProcessCPU.measured(handle) { try PlaybackBench.play(milliseconds: 30, seconds: cpuSeconds).cpuSeconds },
-                     try ProcessCPU.measured(handle) { try PlaybackBench.pacatCPU(server: handle, milliseconds: 30, seconds: cpuSeconds) })
-                }
+                let (queue, pacat) = try ProcessCPU.sideBySide(
+                    server, handle, ours: { try PlaybackBench.play(milliseconds: 30, seconds: cpuSeconds).cpuSeconds },
+                    anchor: { try PlaybackBench.pacatCPU(server: handle, milliseconds: 30, seconds: cpuSeconds) })
                 say("  player and server together: queue \(queue.description), pacat \(pacat.description), ratio \(ratio(queue.total ?? 0, pacat.total ?? 0))")
             }
         } catch {
@@ -157,10 +156,9 @@ enum Bench {
                 say(String(format: "AVAudioPlayer CPU time for %.0f s of a 192 kb/s stereo MP3: %.3f s, paplay %.3f s, ratio %@ (target ≤ 1)",
                            mp3Seconds, cpu.ours, cpu.paplay, ratio(cpu.ours, cpu.paplay)))
                 if let server {
-                    let (ours, paplay) = try server.withoutKeepers {
-                        (try ProcessCPU.measured(handle) { try PlayerBench.playbackCPU(server: handle, file: files.mp3, seconds: mp3Seconds, paplay: false).ours },
-                         try ProcessCPU.measured(handle) { try EngineBench.paplayCPU(server: handle, [files.mp3.path]) })
-                    }
+                    let (ours, paplay) = try ProcessCPU.sideBySide(
+                        server, handle, ours: { try PlayerBench.playbackCPU(server: handle, file: files.mp3, seconds: mp3Seconds, paplay: false).ours },
+                        anchor: { try EngineBench.paplayCPU(server: handle, [files.mp3.path]) })
                     say("  player and server together (the server's keepers stopped): AVAudioPlayer \(ours.description), paplay \(paplay.description), ratio \(ratio(ours.total ?? 0, paplay.total ?? 0))")
                 }
             } catch {

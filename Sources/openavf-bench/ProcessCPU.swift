@@ -1,3 +1,4 @@
+import AudioTestSupport
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -51,6 +52,14 @@ enum ProcessCPU {
         let before = server.processIDs.isEmpty ? nil : seconds(ofTrees: server.processIDs)
         let player = try playback()
         return Playback(player: player, server: before.map { seconds(ofTrees: server.processIDs) - $0 })
+    }
+
+    /// `ours` and then `anchor`, each with the server's CPU over it, on `server` with its keepers
+    /// stopped (the server then does only what the playback asks of it).
+    static func sideBySide(
+        _ server: PrivatePulseServer, _ handle: ServerHandle, ours: () throws -> Double, anchor: () throws -> Double
+    ) throws -> (ours: Playback, anchor: Playback) {
+        try server.withoutKeepers { (try measured(handle, ours), try measured(handle, anchor)) }
     }
 
     /// The parent's ID from `/proc/<pid>/stat` (the field after the state, past the name's `)`).

@@ -490,8 +490,9 @@ struct VoiceFrames: @unchecked Sendable {
 }
 
 /// Voice processing (issue 14): each library's processor, at a call's 16 kHz and the output's
-/// 48 kHz, run on this thread (the counter watches it) over echo of a far end and a near talker,
-/// after a second of warming up; a voice-processing unit will run it on its capture thread.
+/// 48 kHz, over echo of a far end and a near talker, on a thread of its own that the counter
+/// watches, after a second of warming up; a voice-processing unit will run it on its capture
+/// thread.
 let voiceScenario = Scenario(name: "voice-processing") { _, _, _ in
     var total = Count()
     for library in VoiceProcessor.Library.allCases {
@@ -500,31 +501,28 @@ let voiceScenario = Scenario(name: "voice-processing") { _, _, _ in
             let n = processor.frameLength
             var generator = SeededGenerator(seed: 7)
             let seconds = 4
-            // A far end of tone and noise; the near end its echo 40 ms later and a talker's tone.
-            var far = [Float](repeating: 0, count: rate * seconds)
-            var near = far
+            // Raw memory and an unretained processor: the window holds the processor's own
+            // calls, not this loop's reference counting. A far end of tone and noise; the near
+            // end its echo 40 ms later and a talker's tone.
+            let count = rate * seconds
+            let far = UnsafeMutablePointer<Float>.allocate(capacity: count)
+            let near = UnsafeMutablePointer<Float>.allocate(capacity: count)
+            defer {
+                far.deallocate()
+                near.deallocate()
+            }
             let step = 2 * Double.pi / Double(rate), delay = rate / 25
-            for i in 0..<far.count {
+            for i in 0..<count {
                 far[i] = Float(0.3 * sin(Double(i) * step * 310)) + Float.random(in: -0.05...0.05, using: &generator)
                 let echo: Float = i >= delay ? 0.5 * far[i - delay] : 0
                 near[i] = echo + Float(0.1 * sin(Double(i) * step * 520))
             }
-            // Raw memory and an unretained processor: the window holds the processor's own
-            // calls, not this loop's reference counting.
-            let farFrames = UnsafeMutablePointer<Float>.allocate(capacity: far.count)
-            let nearFrames = UnsafeMutablePointer<Float>.allocate(capacity: near.count)
-            defer {
-                farFrames.deallocate()
-                nearFrames.deallocate()
-            }
-            farFrames.initialize(from: far, count: far.count)
-            nearFrames.initialize(from: near, count: near.count)
-            let work = VoiceFrames(processor: .passUnretained(processor), far: farFrames, near: nearFrames, length: n)
-            let frames = far.count / n
+            let work = VoiceFrames(processor: .passUnretained(processor), far: far, near: near, length: n)
+            let frames = count / n
             work.run(0..<100)
             // On a thread of its own, the one watched (watching this one would count the
-            // counter's own report).
-            // The thread outlives the window: its ending (Foundation's releases) is not counted.
+            // counter's own report), which outlives the window: its ending (Foundation's
+            // releases) is not counted.
             let ready = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
             let end = DispatchSemaphore(value: 0)
             nonisolated(unsafe) var worker: pthread_t?
@@ -731,9 +729,10 @@ let buildKind = "release"
 
 @MainActor func main() -> Int32 {
     let wanted = Set(CommandLine.arguments.dropFirst())
-    let unknown = wanted.subtracting((scenarios + [ioProcScenario, engineScenario, timePitchScenario, voiceScenario]).map(\.name))
+    let all = scenarios + [ioProcScenario, engineScenario, timePitchScenario, voiceScenario]
+    let unknown = wanted.subtracting(all.map(\.name))
     guard unknown.isEmpty else {
-        FileHandle.standardError.write(Data("openavf-rtcheck: no scenario \(unknown.sorted()); there are \(scenarios.map(\.name))\n".utf8))
+        FileHandle.standardError.write(Data("openavf-rtcheck: no scenario \(unknown.sorted()); there are \(all.map(\.name))\n".utf8))
         return 2
     }
     guard openavf_alloc_counter_active() == 1 else {
@@ -749,7 +748,7 @@ let buildKind = "release"
         let thread = backend.serverThread()
         var clean = true
         print("allocations and frees on the real-time server thread, per scenario (target 0; \(buildKind) build)")
-        for scenario in scenarios + [ioProcScenario, engineScenario, timePitchScenario, voiceScenario] where wanted.isEmpty || wanted.contains(scenario.name) {
+        for scenario in all where wanted.isEmpty || wanted.contains(scenario.name) {
             let count = try scenario.run(server, files, thread)
             let ours = (count.allocations - count.allocationsInLibpulse, count.frees - count.freesInLibpulse)
             // Reference counting is checked in release builds: a debug build retains and releases

@@ -122,7 +122,6 @@ final class TimePitchUnit: RateUnit, @unchecked Sendable {
     private var planar = UnsafeMutablePointer<Float>.allocate(capacity: 1)
     private var scratchFrames = 0
     private var channels = 2
-    private let resetRequested = Atomic<Bool>(false)
 
     init(component: AudioComponentEntry) {
         super.init(component: component, parameters: [
@@ -173,9 +172,18 @@ final class TimePitchUnit: RateUnit, @unchecked Sendable {
     /// Rates and pitch factors are held within 1/`limit`…`limit`.
     private static let limit = 4.0
 
-    /// Clears the processor as `render` starts (which has the scratch buffers emptying it takes).
+    /// Empties the processor and the resampler (on the render thread, before a slice).
     override func reset(scope: AudioUnitScope, element: AudioUnitElement) -> OSStatus {
-        resetRequested.store(true, ordering: .releasing)
+        guard let processorRef, let resamplerRef else { return noErr }
+        processorRef._withUnsafeGuaranteedRef { p in
+            // Emptied, then flushed at speed 1 (a copy: no pitch search, and no more room than
+            // `reserve` made); what comes out is dropped.
+            while p.read(into: interleaved, maxFrames: scratchFrames) > 0 {}
+            p.speed = 1
+            p.flush()
+            while p.read(into: interleaved, maxFrames: scratchFrames) > 0 {}
+        }
+        resamplerRef._withUnsafeGuaranteedRef { $0.reset() }
         return noErr
     }
 
@@ -196,15 +204,6 @@ final class TimePitchUnit: RateUnit, @unchecked Sendable {
         _ p: TimePitchProcessor, _ resampler: PullResampler, flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>,
         time: UnsafePointer<AudioTimeStamp>, frames: Int, output: UnsafeMutablePointer<AudioBufferList>
     ) -> OSStatus {
-        if resetRequested.exchange(false, ordering: .acquiring) {
-            // Emptied, then flushed at speed 1 (a copy: no pitch search, and no more room than
-            // `reserve` made); what comes out is dropped.
-            while p.read(into: interleaved, maxFrames: scratchFrames) > 0 {}
-            p.speed = 1
-            p.flush()
-            while p.read(into: interleaved, maxFrames: scratchFrames) > 0 {}
-            resampler.reset()
-        }
         let limit = Self.limit
         let rate = min(max(Double(parameters[0]), 1 / limit), limit), pitch = min(max(pow(2, Double(parameters[1]) / 1200), 1 / limit), limit)
         p.speed = Float(rate / pitch)

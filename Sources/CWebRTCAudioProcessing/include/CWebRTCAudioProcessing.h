@@ -15,18 +15,12 @@ typedef struct OAWebRTCProcessor OAWebRTCProcessor;
 OAWebRTCProcessor *oa_webrtc_new(int sample_rate, int echo_cancellation, int noise_suppression, int gain_control);
 void oa_webrtc_free(OAWebRTCProcessor *processor);
 
-/// Switches the three stages (allocates inside the library: not on a real-time thread).
-int oa_webrtc_configure(OAWebRTCProcessor *processor, int echo_cancellation, int noise_suppression, int gain_control);
-
 /// Gives the processor a 10 ms frame of the far end (what the call plays).
 int oa_webrtc_far(OAWebRTCProcessor *processor, const float *frame);
 
 /// Processes a 10 ms frame of the near end (the microphone) in place. `delay_ms` is the time
 /// from a far frame being given to its echo reaching the near frames.
 int oa_webrtc_near(OAWebRTCProcessor *processor, float *frame, int delay_ms);
-
-/// Whether the last near frame carried speech, by the library's voice detector (-1 if off).
-int oa_webrtc_has_voice(const OAWebRTCProcessor *processor);
 
 #ifdef __cplusplus
 }
