@@ -7,8 +7,10 @@ import CWebRTCAudioProcessing
 ///
 /// ``process(near:far:)`` takes a microphone frame and the far-end frame that was playing as it
 /// was captured (the caller lines them up by its streams' latencies); the echo may reach the
-/// microphone up to ``echoTail`` later than its far-end frame (the room, or an acoustic path the
-/// caller cannot see), never earlier.
+/// microphone up to ``maximumEchoDelay`` later than its far-end frame (the room, or an acoustic
+/// path the caller cannot see), never earlier. speex's canceller gets the far end delayed by what
+/// an ``EchoDelayEstimator`` finds, less ``delayMargin``, so that its short filter (``echoTail``)
+/// sits where the echo is; webrtc finds the delay itself (its delay-agnostic mode).
 ///
 /// Memory is made in `init`; ``process(near:far:)`` converts through buffers made there, so a
 /// real-time thread may call it (what the libraries do inside is theirs: the allocation test
@@ -35,14 +37,25 @@ package final class VoiceProcessor: @unchecked Sendable {
     package let sampleRate: Int
     /// Samples in a frame: 10 ms.
     package let frameLength: Int
-    /// How much later than its far-end frame an echo may arrive and still be cancelled: speex's
-    /// filter length. webrtc reaches about as far through its own delay estimate and extended
-    /// filter (128 ms), which this does not set.
-    package static let echoTail = 0.2
+    /// How much later than its far-end frame an echo may arrive and still be found.
+    package static let maximumEchoDelay = 0.25
+    /// speex's filter: how long an echo lasts after the delay found (the room's reflections).
+    /// Measured on a recording of the test server's echo path (a loopback, 40 ms): with the
+    /// reference moved to the echo, a 50 ms filter left it 45–70 dB down after 2 s, a 200 ms one
+    /// 30–50 dB (a longer filter converges slower; where it lands varied with the alignment).
+    /// webrtc's own is 48 ms (128 ms extended, which the shim turns on).
+    package static let echoTail = 0.05
+    /// The reference is moved to arrive this much before the echo found: the estimate is good to
+    /// a millisecond, and an echo ahead of its reference cannot be cancelled.
+    package static let delayMargin = 0.002
     /// speex's gain control level (a loudness in 16-bit units, not an RMS) that brings a talker
-    /// to about −20 dBFS of speech RMS, a call's microphone level: measured on the benchmark's
-    /// voices (`openavf-bench --only voice`: a talker at −40 dBFS comes out at −22 dBFS).
-    private static let speexAGCLevel: Float = 12000
+    /// to about −20 dBFS of speech RMS, a call's microphone level. Its loudness measure depends on
+    /// the frame's bandwidth: measured on the benchmark's voices (`openavf-bench --only voice`),
+    /// 12000 takes a talker at −40 dBFS to −22 dBFS at 16 kHz but to −27 at 48 kHz, where 20000
+    /// takes it to −22 (peaks of a loud talker stay below −3 dBFS); 32 kHz lies between.
+    private static func speexAGCLevel(sampleRate: Int) -> Float {
+        sampleRate <= 16000 ? 12000 : sampleRate <= 32000 ? 16000 : 20000
+    }
 
     private let webrtc: OpaquePointer?
     private let echo: OpaquePointer?
@@ -53,6 +66,14 @@ package final class VoiceProcessor: @unchecked Sendable {
     /// A far-end frame of silence, for webrtc when nothing plays (its delay estimate needs the
     /// far stream to run on).
     private let zeros: UnsafeMutablePointer<Float>
+    /// speex only: the far end's last ``maximumEchoDelay`` and a frame, in samples (a ring), the
+    /// delay estimate, and the delay the canceller's reference is given (samples).
+    private let farHistory: UnsafeMutablePointer<Float>
+    private let historyLength: Int
+    private var historyWritten = 0
+    private let delayedFar: UnsafeMutablePointer<Float>
+    private let estimator: EchoDelayEstimator?
+    package private(set) var referenceDelay = 0
 
     /// A processor at `sampleRate`: 8, 16, 32 or 48 kHz, the rates webrtc runs at (speex would
     /// take others; one list keeps the libraries interchangeable). Nil for any other rate, or
@@ -67,6 +88,12 @@ package final class VoiceProcessor: @unchecked Sendable {
         outShorts = .allocate(capacity: frameLength)
         zeros = .allocate(capacity: frameLength)
         zeros.initialize(repeating: 0, count: frameLength)
+        historyLength = Int(Double(sampleRate) * Self.maximumEchoDelay) + 2 * frameLength
+        farHistory = .allocate(capacity: historyLength)
+        farHistory.initialize(repeating: 0, count: historyLength)
+        delayedFar = .allocate(capacity: frameLength)
+        delayedFar.initialize(repeating: 0, count: frameLength)
+        estimator = library == .speex && stages.echoCancellation ? EchoDelayEstimator(sampleRate: sampleRate, maximumDelay: Self.maximumEchoDelay) : nil
         switch library {
         case .webrtc:
             webrtc = oa_webrtc_new(
@@ -94,7 +121,7 @@ package final class VoiceProcessor: @unchecked Sendable {
             speex_preprocess_ctl(preprocess, SPEEX_PREPROCESS_SET_NOISE_SUPPRESS, &suppression)
             var agc: Int32 = stages.gainControl ? 1 : 0
             speex_preprocess_ctl(preprocess, SPEEX_PREPROCESS_SET_AGC, &agc)
-            var level = Self.speexAGCLevel
+            var level = Self.speexAGCLevel(sampleRate: sampleRate)
             speex_preprocess_ctl(preprocess, SPEEX_PREPROCESS_SET_AGC_LEVEL, &level)
         }
     }
@@ -107,6 +134,19 @@ package final class VoiceProcessor: @unchecked Sendable {
         farShorts.deallocate()
         outShorts.deallocate()
         zeros.deallocate()
+        farHistory.deallocate()
+        delayedFar.deallocate()
+    }
+
+    /// Turns gain control on or off while running (speex's: its preprocessor takes the change
+    /// between frames, without allocating). Returns false for webrtc, whose stages are fixed
+    /// when it is made.
+    @discardableResult
+    package func setGainControl(_ on: Bool) -> Bool {
+        guard let preprocess, webrtc == nil else { return false }
+        var value: Int32 = on ? 1 : 0
+        speex_preprocess_ctl(preprocess, SPEEX_PREPROCESS_SET_AGC, &value)
+        return true
     }
 
     /// Processes a frame of the microphone in place, `far` the far end's frame that was playing
@@ -121,7 +161,7 @@ package final class VoiceProcessor: @unchecked Sendable {
         guard let preprocess else { return }
         Self.shorts(near, into: nearShorts, count: n)
         if let echo {
-            if let far { Self.shorts(far, into: farShorts, count: n) } else { farShorts.update(repeating: 0, count: n) }
+            Self.shorts(delayed(far, near: near), into: farShorts, count: n)
             speex_echo_cancellation(echo, nearShorts, farShorts, outShorts)
             speex_preprocess_run(preprocess, outShorts)
             for i in 0..<n { near[i] = Float(outShorts[i]) / 32768 }
@@ -129,6 +169,36 @@ package final class VoiceProcessor: @unchecked Sendable {
             speex_preprocess_run(preprocess, nearShorts)
             for i in 0..<n { near[i] = Float(nearShorts[i]) / 32768 }
         }
+    }
+
+    /// Keeps `far` (silence when nil), estimates the echo's delay against `near` (before any
+    /// processing), and returns the far end as the canceller is to see it: ``referenceDelay``
+    /// samples late.
+    private func delayed(_ far: UnsafePointer<Float>?, near: UnsafePointer<Float>) -> UnsafePointer<Float> {
+        let n = frameLength
+        let source = far ?? UnsafePointer(zeros)
+        var at = historyWritten % historyLength
+        for i in 0..<n {
+            farHistory[at] = source[i]
+            at = at + 1 == historyLength ? 0 : at + 1
+        }
+        historyWritten += n
+        if let estimator {
+            estimator.push(far: source, near: near, count: n)
+            if let found = estimator.delay {
+                let wanted = max(0, found - Int(Double(sampleRate) * Self.delayMargin))
+                // Small wanderings of the estimate are left alone: each move costs the filter
+                // some re-convergence.
+                if abs(wanted - referenceDelay) > sampleRate / 500 { referenceDelay = min(wanted, historyLength - 2 * n) }
+            }
+        }
+        var from = (historyWritten - n - referenceDelay) % historyLength
+        if from < 0 { from += historyLength }
+        for i in 0..<n {
+            delayedFar[i] = farHistory[from]
+            from = from + 1 == historyLength ? 0 : from + 1
+        }
+        return UnsafePointer(delayedFar)
     }
 
     private static func shorts(_ samples: UnsafePointer<Float>, into out: UnsafeMutablePointer<Int16>, count: Int) {

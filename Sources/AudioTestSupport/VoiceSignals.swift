@@ -93,6 +93,17 @@ public enum VoiceSignals {
         return levels.map { $0 > loudest - 30 }
     }
 
+    /// The 10 ms frames of `clean` between its words: 50 dB or more below its loudest frame, and
+    /// so are the `margin` frames either side (a word's onset and decay, and a processor's own
+    /// delay, are not the noise between words).
+    public static func silent(_ clean: [Float], sampleRate: Int, margin: Int = 3) -> [Bool] {
+        let frame = sampleRate / 100
+        let levels = stride(from: 0, to: clean.count - frame + 1, by: frame).map { SignalAnalysis.rmsDB(clean[$0..<($0 + frame)]) }
+        let loudest = levels.max() ?? -200
+        let quiet = levels.map { $0 < loudest - 50 }
+        return quiet.indices.map { f in (max(0, f - margin)...min(quiet.count - 1, f + margin)).allSatisfy { quiet[$0] } }
+    }
+
     /// The RMS (dBFS) of `x` over the frames `mask` marks, from frame `first` on.
     public static func speechRMS(_ x: [Float], where mask: [Bool], sampleRate: Int, from first: Int = 0) -> Double {
         let frame = sampleRate / 100

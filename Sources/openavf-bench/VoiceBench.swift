@@ -68,7 +68,9 @@ enum VoiceBench {
         let noisy = add(talker, VoiceSignals.noise(count: length, dBFS: -35, seed: 2))
         let denoised = try process(
             library, rate: rate, stages: VoiceProcessor.Stages(echoCancellation: false, noiseSuppression: true, gainControl: false), near: noisy, far: nil)
-        let gaps = talking.map { !$0 }
+        // Between words: where the talker is silent, 30 ms clear of any word (a word's decay, and
+        // each library's own delay, are not the noise).
+        let gaps = VoiceSignals.silent(talker, sampleRate: rate)
         figures.noiseReduction =
             VoiceSignals.speechRMS(noisy, where: gaps, sampleRate: rate, from: 100) - VoiceSignals.speechRMS(denoised, where: gaps, sampleRate: rate, from: 100)
         figures.wordsKept = VoiceSignals.correlation(
@@ -95,14 +97,8 @@ enum VoiceBench {
         func module(_ arguments: [String]) throws -> String {
             try server.pactl(["load-module"] + arguments).trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        let loopback = try module(["module-loopback", "source=speaker.monitor", "sink=micfeed", "latency_msec=40", "source_dont_move=true", "sink_dont_move=true"])
-        defer { _ = try? server.pactl(["unload-module", loopback]) }
-        // The loopback's stream at −6 dB.
-        let inputs = try server.pactl(["list", "sink-inputs"]).components(separatedBy: "Sink Input #").dropFirst()
-        guard let stream = inputs.first(where: { $0.contains("Owner Module: \(loopback)\n") })?.split(separator: "\n").first else {
-            throw BenchError("module-loopback made no stream")
-        }
-        try server.pactl(["set-sink-input-volume", String(stream).trimmingCharacters(in: .whitespaces), "-6dB"])
+        let path = try AcousticPath(server: server)
+        defer { path.close() }
         let canceller = try module([
             // Gain control off, as the in-process figures measure the echo's loss (it would lift
             // the residual: speex's, on by default, made it 20 dB louder than the echo).

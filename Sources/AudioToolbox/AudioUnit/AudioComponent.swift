@@ -28,6 +28,9 @@ package final class AudioComponentEntry: ReferencedObject, @unchecked Sendable {
     static let all: [AudioComponentEntry] = [
         AudioComponentEntry(kAudioUnitType_Output, kAudioUnitSubType_RemoteIO, "Apple: AudioDeviceOutput") { IOUnit(component: $0, hasInput: true) },
         AudioComponentEntry(kAudioUnitType_Output, kAudioUnitSubType_HALOutput, "Apple: AudioDeviceOutput") { IOUnit(component: $0, hasInput: true) },
+        AudioComponentEntry(kAudioUnitType_Output, kAudioUnitSubType_VoiceProcessingIO, "Apple: AUVoiceProcessor") {
+            IOUnit(component: $0, hasInput: true, voiceProcessing: true)
+        },
         AudioComponentEntry(kAudioUnitType_Output, kAudioUnitSubType_DefaultOutput, "Apple: DefaultOutputUnit") { IOUnit(component: $0, hasInput: false) },
         AudioComponentEntry(kAudioUnitType_Output, kAudioUnitSubType_SystemOutput, "Apple: SystemOutputUnit") { IOUnit(component: $0, hasInput: false) },
         AudioComponentEntry(kAudioUnitType_Mixer, kAudioUnitSubType_MultiChannelMixer, "Apple: AUMultiChannelMixer") { MixerUnit(component: $0) },

@@ -42,6 +42,12 @@ import Glibc
 /// alert sounds' place is the server's sample cache (`AudioServicesPlaySystemSound`).
 final class IOUnit: AudioUnitObject, @unchecked Sendable {
     let hasInput: Bool
+    /// The voice-processing unit's switches; nil for the other I/O units.
+    let voice: VoiceSettings?
+    /// The running voice-processing link (made at start), and the same unretained for the
+    /// streams' threads.
+    private var voiceLink: VoiceLink?
+    fileprivate var voiceLinkRef: Unmanaged<VoiceLink>?
     private var outputEnabled = true
     private var inputEnabled = false
     /// The device chosen through `kAudioOutputUnitProperty_CurrentDevice` (server names), or nil.
@@ -62,8 +68,9 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     private var inputScratch = UnsafeMutablePointer<Float>.allocate(capacity: 1)
     private var sliceFrames = 512
 
-    init(component: AudioComponentEntry, hasInput: Bool) {
+    init(component: AudioComponentEntry, hasInput: Bool, voiceProcessing: Bool = false) {
         self.hasInput = hasInput
+        voice = voiceProcessing ? VoiceSettings() : nil
         let output = (try? AudioSystem.current.backend().outputDevice(named: nil)) ?? nil
         let input = hasInput ? (try? AudioSystem.current.backend().inputDevice(named: nil)) ?? nil : nil
         let outRate = output?.sampleRate ?? 48000, inRate = input?.sampleRate ?? outRate
@@ -77,7 +84,10 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         }
     }
 
-    deinit { inputScratch.deallocate() }
+    deinit {
+        inputScratch.deallocate()
+        voice?.events.close()
+    }
 
     // MARK: Formats
 
@@ -112,6 +122,10 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             return (4, true)
         case kAudioOutputUnitProperty_IsRunning:
             return (4, false)
+        case kAUVoiceIOProperty_BypassVoiceProcessing, kAUVoiceIOProperty_VoiceProcessingEnableAGC, kAUVoiceIOProperty_MuteOutput:
+            return voice == nil ? nil : (4, true)
+        case kAUVoiceIOProperty_MutedSpeechActivityEventListener:
+            return voice == nil ? nil : (MemoryLayout<AUVoiceIOMutedSpeechActivityEventListener>.size, true)
         case kAudioUnitProperty_MakeConnection, kAudioUnitProperty_SetRenderCallback:
             return scope == kAudioUnitScope_Input && element == 0 ? super.propertyInfo(id, scope: scope, element: element) : nil
         default:
@@ -127,6 +141,12 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             return .success(bytes(of: UInt32(on ? 1 : 0)))
         case kAudioOutputUnitProperty_IsRunning:
             return .success(bytes(of: UInt32(running.load(ordering: .relaxed) ? 1 : 0)))
+        case kAUVoiceIOProperty_BypassVoiceProcessing, kAUVoiceIOProperty_VoiceProcessingEnableAGC, kAUVoiceIOProperty_MuteOutput:
+            guard let voice else { return .failure(StatusError(kAudioUnitErr_InvalidProperty)) }
+            return .success(bytes(of: UInt32(voice.value(id) ? 1 : 0)))
+        case kAUVoiceIOProperty_MutedSpeechActivityEventListener:
+            // Apple's is write-only.
+            return .failure(StatusError(voice == nil ? kAudioUnitErr_InvalidProperty : kAudioUnitErr_PropertyNotInUse))
         case kAudioOutputUnitProperty_CurrentDevice:
             let input = hasInput && !outputEnabled && inputEnabled
             return .success(bytes(of: Self.deviceID(named: input ? inputDevice : outputDevice, input: input)))
@@ -153,6 +173,20 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             guard hasInput else { return kAudioUnitErr_InvalidProperty }
             guard let cb = PropertyData.load(AURenderCallbackStruct.self, from: data, size: size) else { return kAudio_ParamError }
             inputCallback.setSource(cb.inputProc.map { .callback($0, cb.inputProcRefCon) } ?? .none)
+            return noErr
+        case kAUVoiceIOProperty_BypassVoiceProcessing, kAUVoiceIOProperty_VoiceProcessingEnableAGC, kAUVoiceIOProperty_MuteOutput:
+            guard let voice else { return kAudioUnitErr_InvalidProperty }
+            guard let v = PropertyData.load(UInt32.self, from: data, size: size) else { return kAudio_ParamError }
+            voice.set(id, v != 0)
+            return noErr
+        case kAUVoiceIOProperty_MutedSpeechActivityEventListener:
+            guard let voice else { return kAudioUnitErr_InvalidProperty }
+            guard let data else {
+                voice.events.setListener(nil)
+                return noErr
+            }
+            guard size >= UInt32(MemoryLayout<AUVoiceIOMutedSpeechActivityEventListener>.size) else { return kAudio_ParamError }
+            voice.events.setListener(data.load(as: AUVoiceIOMutedSpeechActivityEventListener.self))
             return noErr
         case kAudioOutputUnitProperty_CurrentDevice:
             guard let id = PropertyData.load(UInt32.self, from: data, size: size) else { return kAudio_ParamError }
@@ -216,6 +250,16 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             guard !running.load(ordering: .relaxed) else { return noErr }
             do throws(HALError) {
                 let backend = try AudioSystem.current.backend()
+                if let voice {
+                    // Made first: each stream's thread finds it from its first callback.
+                    guard
+                        let link = VoiceLink(
+                            settings: voice, outputRate: outputEnabled ? inputFormats[0].mSampleRate : outputFormats[1].mSampleRate,
+                            inputRate: outputFormats[1].mSampleRate, inputChannels: Int(outputFormats[1].mChannelsPerFrame))
+                    else { return kAudioUnitErr_FailedInitialization }
+                    voiceLink = link
+                    voiceLinkRef = .passUnretained(link)
+                }
                 if inputEnabled {
                     let f = outputFormats[1]
                     let channels = Int(f.mChannelsPerFrame)
@@ -228,10 +272,13 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                     inputScratch.initialize(repeating: 0, count: sliceFrames * channels)
                     let recorder = Recorder(unit: self, channels: channels, slice: sliceFrames, rate: f.mSampleRate)
                     let use = AudioSessionHost.streamUse(output: false)
+                    // A voice-processing unit records mono at its processing rate.
+                    let format = voiceLink.map { HALStreamFormat(sampleRate: Double($0.rate), channels: 1) } ?? HALStreamFormat(sampleRate: f.mSampleRate, channels: channels)
                     var request = HALStreamRequest(
-                        format: HALStreamFormat(sampleRate: f.mSampleRate, channels: channels), bufferDuration: Double(sliceFrames) / f.mSampleRate,
+                        format: format, bufferDuration: Double(sliceFrames) / f.mSampleRate,
                         name: "AudioUnit input", purpose: use?.purpose, startCorked: false, device: inputDevice ?? AudioSessionHost.routing.input)
-                    request.echoCancellation = use?.echoCancellation ?? false
+                    // One canceller, not two: a voice-processing unit cancels in-process.
+                    request.echoCancellation = voice == nil && (use?.echoCancellation ?? false)
                     request.ownThread = true
                     self.recorder = recorder
                     recordStream = try backend.openInput(request, sink: recorder)
@@ -254,7 +301,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                         format: HALStreamFormat(sampleRate: f.mSampleRate, channels: Int(f.mChannelsPerFrame)),
                         bufferDuration: Double(aheadSlices * sliceFrames) / f.mSampleRate, name: "AudioUnit output", purpose: use?.purpose ?? .media,
                         startCorked: false, device: outputDevice ?? AudioSessionHost.routing.output)
-                    request.echoCancellation = use?.echoCancellation ?? false
+                    request.echoCancellation = voice == nil && (use?.echoCancellation ?? false)
                     request.ownThread = true
                     // Unasked, the server asks for a whole slice at a time: a wake-up a slice.
                     if !latencyAsked { request.requestDuration = Double(sliceFrames) / f.mSampleRate }
@@ -295,6 +342,8 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         recordStream?.close()
         playStream = nil
         recordStream = nil
+        voiceLinkRef = nil
+        voiceLink = nil
     }
 
     override func uninitialize() {
@@ -402,6 +451,9 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                 renderSlice(n, into: output + done * channels, hostTime: time.hostTime + UInt64(Double(done) * 1e9 / rate))
                 done += n
             }
+            unit._withUnsafeGuaranteedRef { unit in
+                unit.voiceLinkRef?._withUnsafeGuaranteedRef { $0.renderedOutput(output, frames: count, channels: channels, time: time) }
+            }
             return count
         }
 
@@ -460,7 +512,17 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             thread.store(UInt(pthread_self()), ordering: .relaxed)
             unit._withUnsafeGuaranteedRef { unit in
                 guard let ringRef = unit.inputRingRef else { return }
-                ringRef._withUnsafeGuaranteedRef { ring in gather(unit, ring, input, count: count, time: time) }
+                ringRef._withUnsafeGuaranteedRef { ring in
+                    if let link = unit.voiceLinkRef {
+                        link._withUnsafeGuaranteedRef { link in
+                            link.captured(input, frames: count, time: time) { samples, frames, hostTime in
+                                gather(unit, ring, samples, count: frames, time: HALRenderTime(sampleTime: 0, hostTime: hostTime))
+                            }
+                        }
+                    } else {
+                        gather(unit, ring, input, count: count, time: time)
+                    }
+                }
             }
         }
 

@@ -1,0 +1,438 @@
+import AudioGraph
+import AudioHAL
+import Foundation
+import Synchronization
+
+/// Apple's `kAUVoiceIOProperty_BypassVoiceProcessing`: 1 passes the microphone through untouched.
+public let kAUVoiceIOProperty_BypassVoiceProcessing: AudioUnitPropertyID = 2100
+/// Apple's `kAUVoiceIOProperty_VoiceProcessingEnableAGC`: automatic gain control on the uplink
+/// (1, the default) or off.
+public let kAUVoiceIOProperty_VoiceProcessingEnableAGC: AudioUnitPropertyID = 2101
+/// Apple's `kAUVoiceIOProperty_MuteOutput`: 1 mutes the processed microphone (exact zeros).
+public let kAUVoiceIOProperty_MuteOutput: AudioUnitPropertyID = 2104
+/// Apple's `kAUVoiceIOProperty_MutedSpeechActivityEventListener`: a listener called when
+/// speech starts or ends while the uplink is muted.
+public let kAUVoiceIOProperty_MutedSpeechActivityEventListener: AudioUnitPropertyID = 2106
+
+/// Apple's `AUVoiceIOSpeechActivityEvent`.
+public typealias AUVoiceIOSpeechActivityEvent = Int32
+public let kAUVoiceIOSpeechActivityHasStarted: AUVoiceIOSpeechActivityEvent = 0
+public let kAUVoiceIOSpeechActivityHasEnded: AUVoiceIOSpeechActivityEvent = 1
+
+/// Apple's `AUVoiceIOMutedSpeechActivityEventListener`. Apple's is a block; here a Swift closure,
+/// passed the same way: `AudioUnitSetProperty(unit, kAUVoiceIOProperty_MutedSpeechActivityEventListener,
+/// kAudioUnitScope_Global, 0, &listener, UInt32(MemoryLayout<AUVoiceIOMutedSpeechActivityEventListener>.size))`
+/// (nil, a null pointer, removes it). It is called on a thread of the unit's, not a real-time one.
+public typealias AUVoiceIOMutedSpeechActivityEventListener = @Sendable (AUVoiceIOSpeechActivityEvent) -> Void
+
+/// The voice-processing I/O unit's processing: the microphone, captured mono at the processing
+/// rate, goes through a ``VoiceProcessor`` (speex, chosen by measurement: DESIGN.md and
+/// `openavf-bench --only voice`) in 10 ms frames, with what the unit itself plays as the far end,
+/// then out at the client's rate and channel count.
+///
+/// The far end is lined up by the streams' clocks: each render says when its first frame will be
+/// heard, each capture when its first frame was heard by the microphone (both from the server's
+/// latency reports, in host time); the far-end frame given with a microphone frame is the one
+/// heard as it was captured (a little later, see ``farLead``), so an echo reaches the canceller
+/// after its reference; the processor finds how much after (the room, or a test server's
+/// loopback) up to ``VoiceProcessor/maximumEchoDelay``. The offset between the two streams' frame
+/// counts is kept from the first frame on and moved only where the reports leave it for good, so
+/// that two devices' clocks drifting apart are followed.
+///
+/// Threads: ``renderedOutput(_:frames:channels:time:)`` on the playback stream's real-time thread,
+/// ``captured(_:frames:time:deliver:)`` on the recording stream's; both only use memory made in
+/// `init`, atomics, and a semaphore post for the muted-speech event (its listener runs on a
+/// thread of its own).
+final class VoiceLink: @unchecked Sendable {
+    /// The processing rate: the output's rate when the processor takes it, else the input's,
+    /// else 48 kHz.
+    let rate: Int
+    let frameLength: Int
+    private let processor: VoiceProcessor
+
+    private let settings: VoiceSettings
+    /// What the processor was last told (capture thread only).
+    private var gainApplied = true
+
+    // MARK: Far end (playback thread writes, capture thread reads)
+
+    /// The far end, mono at ``rate``, the last two seconds, by absolute frame index.
+    private let far: FarHistory
+    private let farResampler: PullResampler?
+    private let farMono: UnsafeMutablePointer<Float>
+    private let farResampled: UnsafeMutablePointer<Float>
+    private static let farChunk = 128
+    /// The newest render's first frame: its index in ``far`` and when it is heard. A seqlock: the
+    /// sequence is odd while the writer is between the two stores.
+    private let anchorSequence = Atomic<Int>(0)
+    private let anchorIndex = Atomic<Int>(0)
+    private let anchorHostTime = Atomic<UInt64>(0)
+    /// The far-end frame given with a microphone frame starts this much after the moment the
+    /// microphone frame was captured: the streams' reported latencies are good to a few
+    /// milliseconds, and an echo that arrived before its reference could not be cancelled.
+    static let farLead = 0.005
+
+    // MARK: Near end (capture thread)
+
+    private let nearFrame: UnsafeMutablePointer<Float>
+    private let farFrame: UnsafeMutablePointer<Float>
+    private var nearFill = 0
+    private var nearHostTime: UInt64 = 0
+    private var nearIndex = 0
+    private var farOffset: Int?
+    private var measuredOffset = 0.0
+    private let clientRate: Double
+    private let clientChannels: Int
+    private let nearResampler: PullResampler?
+    private let nearResampled: UnsafeMutablePointer<Float>
+    private let clientOut: UnsafeMutablePointer<Float>
+    private static let nearChunk = 64
+    private var detector = SpeechDetector()
+
+    /// A link for output at `outputRate`, and a client input of
+    /// `inputRate` with `inputChannels`. Nil when the processor cannot be made.
+    init?(settings: VoiceSettings, outputRate: Double, inputRate: Double, inputChannels: Int) {
+        let supported = [8000, 16000, 32000, 48000]
+        let rate = supported.first { Double($0) == outputRate } ?? supported.first { Double($0) == inputRate } ?? 48000
+        guard let processor = VoiceProcessor(library: .speex, sampleRate: rate) else { return nil }
+        self.rate = rate
+        self.settings = settings
+        frameLength = rate / 100
+        self.processor = processor
+        far = FarHistory(capacity: rate * 2)
+        farResampler =
+            outputRate == Double(rate) ? nil
+            : PullResampler(channels: 1, inputRate: outputRate, outputRate: Double(rate), maximumOutput: 4 * Self.farChunk)
+        farMono = .allocate(capacity: Self.farChunk)
+        farMono.initialize(repeating: 0, count: Self.farChunk)
+        farResampled = .allocate(capacity: 4 * Self.farChunk)
+        farResampled.initialize(repeating: 0, count: 4 * Self.farChunk)
+        nearFrame = .allocate(capacity: frameLength)
+        nearFrame.initialize(repeating: 0, count: frameLength)
+        farFrame = .allocate(capacity: frameLength)
+        farFrame.initialize(repeating: 0, count: frameLength)
+        clientRate = inputRate
+        clientChannels = max(1, inputChannels)
+        nearResampler =
+            inputRate == Double(rate) ? nil
+            : PullResampler(channels: 1, inputRate: Double(rate), outputRate: inputRate, maximumOutput: 4 * Self.nearChunk)
+        nearResampled = .allocate(capacity: 4 * Self.nearChunk)
+        nearResampled.initialize(repeating: 0, count: 4 * Self.nearChunk)
+        let most = max(frameLength, 4 * Self.nearChunk)
+        clientOut = .allocate(capacity: most * clientChannels)
+        clientOut.initialize(repeating: 0, count: most * clientChannels)
+    }
+
+    deinit {
+        farMono.deallocate()
+        farResampled.deallocate()
+        nearFrame.deallocate()
+        farFrame.deallocate()
+        nearResampled.deallocate()
+        clientOut.deallocate()
+    }
+
+    // MARK: Playback thread
+
+    /// Takes what the unit just rendered for the speaker (float interleaved at the output rate):
+    /// `time` says when its first frame is heard.
+    func renderedOutput(_ samples: UnsafePointer<Float>, frames: Int, channels: Int, time: HALRenderTime) {
+        // The anchor first: this render's first frame lands at the history's next index (the
+        // resampler's few frames of delay aside).
+        anchorSequence.wrappingAdd(1, ordering: .acquiringAndReleasing)
+        anchorIndex.store(far.written, ordering: .relaxed)
+        anchorHostTime.store(time.hostTime, ordering: .relaxed)
+        anchorSequence.wrappingAdd(1, ordering: .releasing)
+        var done = 0
+        let scale = 1 / Float(channels)
+        while done < frames {
+            let n = min(Self.farChunk, frames - done)
+            let base = samples + done * channels
+            for i in 0..<n {
+                var sum: Float = 0
+                for c in 0..<channels { sum += base[i * channels + c] }
+                farMono[i] = sum * scale
+            }
+            if let r = farResampler {
+                r.take({ _ in UnsafePointer(self.farMono) }, frames: n)
+                while r.needed(forOutput: Self.farChunk) == 0 {
+                    r.produce({ _ in self.farResampled }, frames: Self.farChunk)
+                    far.write(farResampled, count: Self.farChunk)
+                }
+            } else {
+                far.write(farMono, count: n)
+            }
+            done += n
+        }
+    }
+
+    // MARK: Capture thread
+
+    /// Processes captured microphone frames (mono at ``rate``; `time` when the first was
+    /// captured) and hands the result, float interleaved at the client's rate and channels, to
+    /// `deliver` with the capture time of its first frame.
+    func captured(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime, deliver: (UnsafePointer<Float>, Int, UInt64) -> Void) {
+        var done = 0
+        while done < frames {
+            if nearFill == 0 { nearHostTime = time.hostTime &+ UInt64(Double(done) * 1e9 / Double(rate)) }
+            let n = min(frameLength - nearFill, frames - done)
+            (nearFrame + nearFill).update(from: input + done, count: n)
+            nearFill += n
+            done += n
+            guard nearFill == frameLength else { continue }
+            nearFill = 0
+            processFrame()
+            nearIndex += frameLength
+            emit(deliver)
+        }
+    }
+
+    private func processFrame() {
+        if !settings.bypass.load(ordering: .relaxed) {
+            let agc = settings.gainControl.load(ordering: .relaxed)
+            if agc != gainApplied {
+                processor.setGainControl(agc)
+                gainApplied = agc
+            }
+            processor.process(near: nearFrame, far: farEnd(at: nearHostTime) ? UnsafePointer(farFrame) : nil)
+        }
+        if settings.muted.load(ordering: .relaxed) {
+            if detector.observe(nearFrame, count: frameLength) != nil { settings.events.post() }
+            nearFrame.update(repeating: 0, count: frameLength)
+        } else if detector.speaking {
+            detector.reset()
+            settings.events.post()
+        }
+    }
+
+    /// Fills ``farFrame`` with the far end heard from `hostTime` (plus ``farLead``); false when
+    /// nothing has played.
+    private func farEnd(at hostTime: UInt64) -> Bool {
+        var index = 0, anchorTime: UInt64 = 0
+        for attempt in 0..<4 {
+            let before = anchorSequence.load(ordering: .acquiring)
+            index = anchorIndex.load(ordering: .relaxed)
+            anchorTime = anchorHostTime.load(ordering: .relaxed)
+            let after = anchorSequence.load(ordering: .acquiring)
+            if before == after && before & 1 == 0 { break }
+            if attempt == 3 { return false }
+        }
+        guard anchorTime != 0 else { return false }
+        let seconds = (Double(hostTime) - Double(anchorTime)) / 1e9 + Self.farLead
+        // The two streams' frame counts move together (one clock): the offset between them is
+        // taken once and kept, so the reference does not wander with the reports' jitter (a
+        // few milliseconds; the canceller would re-converge at each step). The reports are
+        // followed where they move away for good (two devices' clocks drifting apart): 20 ms
+        // from the kept offset, averaged over a second.
+        let measured = Double(index - nearIndex) + seconds * Double(rate)
+        if let kept = farOffset {
+            measuredOffset += (measured - measuredOffset) * 0.01
+            if abs(measuredOffset - Double(kept)) > Double(rate) * 0.02 { farOffset = Int(measuredOffset.rounded()) }
+        } else {
+            farOffset = Int(measured.rounded())
+            measuredOffset = measured
+        }
+        return far.read(from: nearIndex + (farOffset ?? 0), count: frameLength, into: farFrame)
+    }
+
+    /// Hands the processed frame on at the client's rate and channels.
+    private func emit(_ deliver: (UnsafePointer<Float>, Int, UInt64) -> Void) {
+        let channels = clientChannels
+        func spread(_ mono: UnsafePointer<Float>, _ n: Int) {
+            if channels == 1 {
+                clientOut.update(from: mono, count: n)
+            } else {
+                for i in 0..<n { for c in 0..<channels { clientOut[i * channels + c] = mono[i] } }
+            }
+        }
+        guard let r = nearResampler else {
+            spread(nearFrame, frameLength)
+            deliver(clientOut, frameLength, nearHostTime)
+            return
+        }
+        var done = 0
+        while done < frameLength {
+            let n = min(Self.nearChunk, frameLength - done)
+            r.take({ _ in UnsafePointer(self.nearFrame + done) }, frames: n)
+            done += n
+            while r.needed(forOutput: Self.nearChunk) == 0 {
+                r.produce({ _ in self.nearResampled }, frames: Self.nearChunk)
+                spread(nearResampled, Self.nearChunk)
+                deliver(clientOut, Self.nearChunk, nearHostTime)
+            }
+        }
+    }
+}
+
+/// The voice-processing unit's switches (its `kAUVoiceIOProperty_…` properties): set by control
+/// threads, read by the capture thread; they outlive a stop and start.
+final class VoiceSettings: @unchecked Sendable {
+    let bypass = Atomic<Bool>(false)
+    let gainControl = Atomic<Bool>(true)
+    let muted = Atomic<Bool>(false)
+    let events = MutedSpeechEvents()
+
+    /// The switch property `id` (bypass, gain control or mute).
+    func value(_ id: AudioUnitPropertyID) -> Bool {
+        switch id {
+        case kAUVoiceIOProperty_BypassVoiceProcessing: bypass.load(ordering: .relaxed)
+        case kAUVoiceIOProperty_MuteOutput: muted.load(ordering: .relaxed)
+        default: gainControl.load(ordering: .relaxed)
+        }
+    }
+
+    func set(_ id: AudioUnitPropertyID, _ on: Bool) {
+        switch id {
+        case kAUVoiceIOProperty_BypassVoiceProcessing: bypass.store(on, ordering: .relaxed)
+        case kAUVoiceIOProperty_MuteOutput: muted.store(on, ordering: .relaxed)
+        default: gainControl.store(on, ordering: .relaxed)
+        }
+    }
+}
+
+/// The far end's recent past by absolute frame index: one writer (the playback thread) appends,
+/// one reader (the capture thread) reads any span still held. The reader checks the span is
+/// still there after copying it, so a span overwritten meanwhile reads as missing, not as mixed.
+final class FarHistory: @unchecked Sendable {
+    private let storage: UnsafeMutablePointer<Float>
+    let capacity: Int
+    private let count = Atomic<Int>(0)
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        storage = .allocate(capacity: capacity)
+        storage.initialize(repeating: 0, count: capacity)
+    }
+
+    deinit { storage.deallocate() }
+
+    /// Frames ever written: the next frame's index.
+    var written: Int { count.load(ordering: .acquiring) }
+
+    func write(_ samples: UnsafePointer<Float>, count n: Int) {
+        var at = count.load(ordering: .relaxed)
+        for i in 0..<n {
+            storage[at % capacity] = samples[i]
+            at += 1
+        }
+        count.store(at, ordering: .releasing)
+    }
+
+    /// Copies frames `start..<start + n` into `out`, silence for any not written yet or gone;
+    /// false when none of them was there.
+    func read(from start: Int, count n: Int, into out: UnsafeMutablePointer<Float>) -> Bool {
+        let end = count.load(ordering: .acquiring)
+        var any = false
+        for i in 0..<n {
+            let index = start + i
+            if index >= 0 && index < end && index >= end - capacity {
+                out[i] = storage[index % capacity]
+                any = true
+            } else {
+                out[i] = 0
+            }
+        }
+        // Frames the writer passed over while we copied (it wrote more than the space between).
+        let now = count.load(ordering: .acquiring)
+        let lost = now - capacity - start
+        if lost > 0 { (out).update(repeating: 0, count: min(n, lost)) }
+        return any && lost < n
+    }
+}
+
+/// Says whether someone speaks into a muted microphone: a frame 15 dB above the tracked noise
+/// floor (and above −55 dBFS) for 30 ms starts speech; 0.5 s without one ends it.
+struct SpeechDetector {
+    private var floor = -70.0
+    private var loud = 0
+    private var quiet = 0
+    private(set) var speaking = false
+
+    mutating func reset() {
+        loud = 0
+        quiet = 0
+        speaking = false
+    }
+
+    /// The event this frame causes, if any.
+    mutating func observe(_ frame: UnsafePointer<Float>, count: Int) -> AUVoiceIOSpeechActivityEvent? {
+        var sum: Float = 0
+        for i in 0..<count { sum += frame[i] * frame[i] }
+        let level = 10 * log10(Double(sum) / Double(max(count, 1)) + 1e-12)
+        // The floor falls at once and rises 0.05 dB a frame (5 dB a second).
+        floor = max(min(level, floor + 0.05), -90)
+        let isLoud = level > max(floor + 15, -55)
+        if isLoud {
+            loud += 1
+            quiet = 0
+        } else {
+            loud = 0
+            quiet += 1
+        }
+        if !speaking && loud >= 3 {
+            speaking = true
+            return kAUVoiceIOSpeechActivityHasStarted
+        }
+        if speaking && quiet >= 50 {
+            speaking = false
+            return kAUVoiceIOSpeechActivityHasEnded
+        }
+        return nil
+    }
+}
+
+/// Carries muted-speech events from the capture thread (a counter and a semaphore post) to the
+/// listener, on a thread of its own made when a listener is set. Events alternate, a start
+/// first (``SpeechDetector``), so a count says which each one is.
+final class MutedSpeechEvents: @unchecked Sendable {
+    private let posted = Atomic<Int>(0)
+    private var delivered = 0
+    private let wakeup = Wakeup()
+    private let state = Mutex<(listener: AUVoiceIOMutedSpeechActivityEventListener?, thread: Bool, ending: Bool)>((nil, false, false))
+
+    /// The next event happened (real-time safe).
+    func post() {
+        posted.wrappingAdd(1, ordering: .releasing)
+        wakeup.signal()
+    }
+
+    var listener: AUVoiceIOMutedSpeechActivityEventListener? {
+        state.withLock { $0.listener }
+    }
+
+    func setListener(_ listener: AUVoiceIOMutedSpeechActivityEventListener?) {
+        let start = state.withLock { s -> Bool in
+            s.listener = listener
+            guard listener != nil, !s.thread, !s.ending else { return false }
+            s.thread = true
+            return true
+        }
+        guard start else { return }
+        let thread = Thread { [self] in run() }
+        thread.name = "VoiceIO speech events"
+        thread.start()
+    }
+
+    /// Ends the listener's thread (the unit is going away).
+    func close() {
+        let running = state.withLock { s -> Bool in
+            s.ending = true
+            s.listener = nil
+            return s.thread
+        }
+        if running { wakeup.signal() }
+    }
+
+    private func run() {
+        while true {
+            wakeup.wait()
+            let (listener, ending) = state.withLock { ($0.listener, $0.ending) }
+            if ending { return }
+            let now = posted.load(ordering: .acquiring)
+            while delivered < now {
+                listener?(delivered % 2 == 0 ? kAUVoiceIOSpeechActivityHasStarted : kAUVoiceIOSpeechActivityHasEnded)
+                delivered += 1
+            }
+        }
+    }
+}
