@@ -166,4 +166,87 @@ final class VoiceIOUnitTests: XCTestCase {
         XCTAssertGreaterThan(echo, -40, "the echo is too quiet to measure")
         XCTAssertGreaterThanOrEqual(echo - left, 30, "echo return loss enhancement")
     }
+
+    /// Bypassed, the unit hands over the microphone untouched: a chirp played into `micfeed`
+    /// comes out sample for sample (issue 14's fifth line).
+    func testBypassGivesTheMicrophoneBitForBit() throws {
+        let server = try TestSound.server()
+        let call = Call(far: [], seconds: 8)
+        let unit = try makeUnit(call)
+        defer { AudioComponentInstanceDispose(unit) }
+        Self.setSwitch(unit, kAUVoiceIOProperty_BypassVoiceProcessing, true)
+        XCTAssertEqual(AudioOutputUnitStart(unit), noErr)
+        XCTAssertTrue(waitUntil(timeout: 5) { call.written.load(ordering: .relaxed) >= 9600 }, "no input")
+        let source = SignalAnalysis.chirp(from: 200, to: 8000, sampleRate: 48000, seconds: 1)
+        let player = try SignalPlayer(server: server, device: "micfeed", samples: source, sampleRate: 48000)
+        player.waitUntilDone()
+        let end = call.written.load(ordering: .relaxed) + 48000 / 4
+        XCTAssertTrue(waitUntil(timeout: 5) { call.written.load(ordering: .relaxed) >= end }, "the input stopped")
+        XCTAssertEqual(AudioOutputUnitStop(unit), noErr)
+        let recording = call.recording
+        let start = try XCTUnwrap(recording.firstIndex { $0 != 0 }, "nothing recorded")
+        XCTAssertGreaterThanOrEqual(recording.count - start, source.count)
+        let heard = Array(recording[start..<min(recording.count, start + source.count)])
+        let first = try XCTUnwrap(source.firstIndex { $0 != 0 })
+        let differing = zip(heard, source[first...]).filter { $0 != $1 }.count
+        XCTAssertEqual(differing, 0, "samples that differ from the source")
+    }
+
+    /// Events the listener got, with when (host time, ns).
+    final class Events: @unchecked Sendable {
+        private let lock = NSLock()
+        private var list: [(AUVoiceIOSpeechActivityEvent, UInt64)] = []
+        func add(_ e: AUVoiceIOSpeechActivityEvent) {
+            lock.lock()
+            list.append((e, DispatchTime.now().uptimeNanoseconds))
+            lock.unlock()
+        }
+        var all: [(AUVoiceIOSpeechActivityEvent, UInt64)] {
+            lock.lock()
+            defer { lock.unlock() }
+            return list
+        }
+    }
+
+    /// Muted, the unit gives exact zeros; someone speaking into the muted microphone raises the
+    /// muted-speech event within 500 ms, and its end after the words stop (issue 14's fifth line).
+    func testMuteGivesZerosAndSpeechWhileMutedRaisesTheEvent() throws {
+        let server = try TestSound.server()
+        let call = Call(far: [], seconds: 12)
+        let unit = try makeUnit(call)
+        defer { AudioComponentInstanceDispose(unit) }
+        let events = Events()
+        let listener: AUVoiceIOMutedSpeechActivityEventListener = { events.add($0) }
+        let set = withUnsafePointer(to: listener) {
+            AudioUnitSetProperty(
+                unit, kAUVoiceIOProperty_MutedSpeechActivityEventListener, kAudioUnitScope_Global, 0, $0,
+                UInt32(MemoryLayout<AUVoiceIOMutedSpeechActivityEventListener>.size))
+        }
+        XCTAssertEqual(set, noErr)
+        Self.setSwitch(unit, kAUVoiceIOProperty_MuteOutput, true)
+        var muted: UInt32 = 0
+        var size = UInt32(4)
+        XCTAssertEqual(AudioUnitGetProperty(unit, kAUVoiceIOProperty_MuteOutput, kAudioUnitScope_Global, 0, &muted, &size), noErr)
+        XCTAssertEqual(muted, 1)
+        XCTAssertEqual(AudioOutputUnitStart(unit), noErr)
+        // A second of the quiet room first: the detector learns its floor.
+        XCTAssertTrue(waitUntil(timeout: 5) { call.written.load(ordering: .relaxed) >= 48000 }, "no input")
+        var words = try VoiceSignals.speech("Hello, is anybody there? I am talking to you.", voice: VoiceSignals.nearVoice, sampleRate: 48000, in: dir)
+        words = Array(words[(words.firstIndex { abs($0) > 0.01 } ?? 0)...])
+        words = VoiceSignals.scaled(words, toSpeechRMS: -26, sampleRate: 48000)
+        let spoke = DispatchTime.now().uptimeNanoseconds
+        let player = try SignalPlayer(server: server, device: "micfeed", samples: words, sampleRate: 48000, latencyMsec: 20)
+        XCTAssertTrue(waitUntil(timeout: 3) { !events.all.isEmpty }, "no muted-speech event")
+        player.waitUntilDone()
+        XCTAssertTrue(waitUntil(timeout: 3) { events.all.count >= 2 }, "no end of muted speech")
+        XCTAssertEqual(AudioOutputUnitStop(unit), noErr)
+        let got = events.all
+        XCTAssertEqual(got.first?.0, kAUVoiceIOSpeechActivityHasStarted)
+        XCTAssertEqual(got.dropFirst().first?.0, kAUVoiceIOSpeechActivityHasEnded)
+        let delay = Double((got.first?.1 ?? spoke) &- spoke) / 1e9
+        XCTAssertLessThanOrEqual(delay, 0.5, "the event came \(delay) s after the words began")
+        let recording = call.recording
+        XCTAssertGreaterThan(recording.count, 48000 * 2)
+        XCTAssertTrue(recording.allSatisfy { $0 == 0 }, "a muted unit gave sound")
+    }
 }
