@@ -73,6 +73,8 @@ package final class VoiceProcessor: @unchecked Sendable {
     private var historyWritten = 0
     private let delayedFar: UnsafeMutablePointer<Float>
     private let estimator: EchoDelayEstimator?
+    /// The same, for the real-time path (a binding of the optional would retain it).
+    private let estimatorRef: Unmanaged<EchoDelayEstimator>?
     package private(set) var referenceDelay = 0
 
     /// A processor at `sampleRate`: 8, 16, 32 or 48 kHz, the rates webrtc runs at (speex would
@@ -94,6 +96,7 @@ package final class VoiceProcessor: @unchecked Sendable {
         delayedFar = .allocate(capacity: frameLength)
         delayedFar.initialize(repeating: 0, count: frameLength)
         estimator = library == .speex && stages.echoCancellation ? EchoDelayEstimator(sampleRate: sampleRate, maximumDelay: Self.maximumEchoDelay) : nil
+        estimatorRef = estimator.map { .passUnretained($0) }
         switch library {
         case .webrtc:
             webrtc = oa_webrtc_new(
@@ -183,14 +186,14 @@ package final class VoiceProcessor: @unchecked Sendable {
             at = at + 1 == historyLength ? 0 : at + 1
         }
         historyWritten += n
-        if let estimator {
-            estimator.push(far: source, near: near, count: n)
-            if let found = estimator.delay {
-                let wanted = max(0, found - Int(Double(sampleRate) * Self.delayMargin))
-                // Small wanderings of the estimate are left alone: each move costs the filter
-                // some re-convergence.
-                if abs(wanted - referenceDelay) > sampleRate / 500 { referenceDelay = min(wanted, historyLength - 2 * n) }
-            }
+        if let found = estimatorRef?._withUnsafeGuaranteedRef({ e -> Int? in
+            e.push(far: source, near: near, count: n)
+            return e.delay
+        }) {
+            let wanted = max(0, found - Int(Double(sampleRate) * Self.delayMargin))
+            // Small wanderings of the estimate are left alone: each move costs the filter some
+            // re-convergence.
+            if abs(wanted - referenceDelay) > sampleRate / 500 { referenceDelay = min(wanted, historyLength - 2 * n) }
         }
         var from = (historyWritten - n - referenceDelay) % historyLength
         if from < 0 { from += historyLength }

@@ -515,8 +515,16 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                 ringRef._withUnsafeGuaranteedRef { ring in
                     if let link = unit.voiceLinkRef {
                         link._withUnsafeGuaranteedRef { link in
-                            link.captured(input, frames: count, time: time) { samples, frames, hostTime in
-                                gather(unit, ring, samples, count: frames, time: HALRenderTime(sampleTime: 0, hostTime: hostTime))
+                            // Mono at the processing rate, a frame at a time; what comes out is
+                            // the client's.
+                            var done = 0
+                            while done < count {
+                                let n = min(link.frameLength, count - done)
+                                let at = HALRenderTime(
+                                    sampleTime: time.sampleTime + Int64(done), hostTime: time.hostTime &+ UInt64(Double(done) * 1e9 / Double(link.rate)))
+                                let ready = link.captured(input + done, frames: n, time: at)
+                                if ready > 0 { gather(unit, ring, link.output, count: ready, time: HALRenderTime(sampleTime: 0, hostTime: link.outputHostTime)) }
+                                done += n
                             }
                         }
                     } else {

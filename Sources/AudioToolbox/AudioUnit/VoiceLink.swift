@@ -59,6 +59,9 @@ final class VoiceLink: @unchecked Sendable {
     /// The far end, mono at ``rate``, the last two seconds, by absolute frame index.
     private let far: FarHistory
     private let farResampler: PullResampler?
+    /// The resamplers unretained, for the real-time threads (binding an optional retains).
+    private let farResamplerRef: Unmanaged<PullResampler>?
+    private let nearResamplerRef: Unmanaged<PullResampler>?
     private let farMono: UnsafeMutablePointer<Float>
     private let farResampled: UnsafeMutablePointer<Float>
     private static let farChunk = 128
@@ -103,6 +106,7 @@ final class VoiceLink: @unchecked Sendable {
         farResampler =
             outputRate == Double(rate) ? nil
             : PullResampler(channels: 1, inputRate: outputRate, outputRate: Double(rate), maximumOutput: 4 * Self.farChunk)
+        farResamplerRef = farResampler.map { .passUnretained($0) }
         farMono = .allocate(capacity: Self.farChunk)
         farMono.initialize(repeating: 0, count: Self.farChunk)
         farResampled = .allocate(capacity: 4 * Self.farChunk)
@@ -116,9 +120,11 @@ final class VoiceLink: @unchecked Sendable {
         nearResampler =
             inputRate == Double(rate) ? nil
             : PullResampler(channels: 1, inputRate: Double(rate), outputRate: inputRate, maximumOutput: 4 * Self.nearChunk)
+        nearResamplerRef = nearResampler.map { .passUnretained($0) }
         nearResampled = .allocate(capacity: 4 * Self.nearChunk)
         nearResampled.initialize(repeating: 0, count: 4 * Self.nearChunk)
-        let most = max(frameLength, 4 * Self.nearChunk)
+        // A frame's worth at the client's rate, and the resampler's rounding to whole chunks.
+        let most = Int((Double(frameLength) * inputRate / Double(rate)).rounded(.up)) + 2 * Self.nearChunk
         clientOut = .allocate(capacity: most * clientChannels)
         clientOut.initialize(repeating: 0, count: most * clientChannels)
     }
@@ -153,11 +159,15 @@ final class VoiceLink: @unchecked Sendable {
                 for c in 0..<channels { sum += base[i * channels + c] }
                 farMono[i] = sum * scale
             }
-            if let r = farResampler {
-                r.take({ _ in UnsafePointer(self.farMono) }, frames: n)
-                while r.needed(forOutput: Self.farChunk) == 0 {
-                    r.produce({ _ in self.farResampled }, frames: Self.farChunk)
-                    far.write(farResampled, count: Self.farChunk)
+            if let r = farResamplerRef {
+                // Plain pointers in the closures: capturing `self` would retain it.
+                let mono = UnsafePointer(farMono), resampled = farResampled
+                r._withUnsafeGuaranteedRef { r in
+                    r.take({ _ in mono }, frames: n)
+                    while r.needed(forOutput: Self.farChunk) == 0 {
+                        r.produce({ _ in resampled }, frames: Self.farChunk)
+                        far.write(resampled, count: Self.farChunk)
+                    }
                 }
             } else {
                 far.write(farMono, count: n)
@@ -168,11 +178,13 @@ final class VoiceLink: @unchecked Sendable {
 
     // MARK: Capture thread
 
-    /// Processes captured microphone frames (mono at ``rate``; `time` when the first was
-    /// captured) and hands the result, float interleaved at the client's rate and channels, to
-    /// `deliver` with the capture time of its first frame.
-    func captured(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime, deliver: (UnsafePointer<Float>, Int, UInt64) -> Void) {
+    /// Takes up to a frame (``frameLength``) of captured microphone samples (mono at ``rate``;
+    /// `time` when the first was captured) and returns how many frames of processed output are
+    /// ready at ``output`` (float interleaved at the client's rate and channels; captured at
+    /// ``outputHostTime``): 0 until a frame is complete.
+    func captured(_ input: UnsafePointer<Float>, frames: Int, time: HALRenderTime) -> Int {
         var done = 0
+        var ready = 0
         while done < frames {
             if nearFill == 0 { nearHostTime = time.hostTime &+ UInt64(Double(done) * 1e9 / Double(rate)) }
             let n = min(frameLength - nearFill, frames - done)
@@ -183,9 +195,17 @@ final class VoiceLink: @unchecked Sendable {
             nearFill = 0
             processFrame()
             nearIndex += frameLength
-            emit(deliver)
+            // A second frame in one call would overwrite the first's output.
+            precondition(ready == 0, "VoiceLink.captured takes at most a frame at a time")
+            ready = emit()
         }
+        outputHostTime = nearHostTime
+        return ready
     }
+
+    /// The processed output ``captured(_:frames:time:)`` made ready.
+    var output: UnsafePointer<Float> { UnsafePointer(clientOut) }
+    private(set) var outputHostTime: UInt64 = 0
 
     private func processFrame() {
         if !settings.bypass.load(ordering: .relaxed) {
@@ -236,30 +256,37 @@ final class VoiceLink: @unchecked Sendable {
     }
 
     /// Hands the processed frame on at the client's rate and channels.
-    private func emit(_ deliver: (UnsafePointer<Float>, Int, UInt64) -> Void) {
-        let channels = clientChannels
-        func spread(_ mono: UnsafePointer<Float>, _ n: Int) {
+    /// Writes the processed frame to ``clientOut`` at the client's rate and channels; returns
+    /// the frames written.
+    private func emit() -> Int {
+        let channels = clientChannels, out = clientOut
+        func spread(_ mono: UnsafePointer<Float>, _ n: Int, at offset: Int) {
+            let to = out + offset * channels
             if channels == 1 {
-                clientOut.update(from: mono, count: n)
+                to.update(from: mono, count: n)
             } else {
-                for i in 0..<n { for c in 0..<channels { clientOut[i * channels + c] = mono[i] } }
+                for i in 0..<n { for c in 0..<channels { to[i * channels + c] = mono[i] } }
             }
         }
-        guard let r = nearResampler else {
-            spread(nearFrame, frameLength)
-            deliver(clientOut, frameLength, nearHostTime)
-            return
+        guard let ref = nearResamplerRef else {
+            spread(nearFrame, frameLength, at: 0)
+            return frameLength
         }
-        var done = 0
-        while done < frameLength {
-            let n = min(Self.nearChunk, frameLength - done)
-            r.take({ _ in UnsafePointer(self.nearFrame + done) }, frames: n)
-            done += n
-            while r.needed(forOutput: Self.nearChunk) == 0 {
-                r.produce({ _ in self.nearResampled }, frames: Self.nearChunk)
-                spread(nearResampled, Self.nearChunk)
-                deliver(clientOut, Self.nearChunk, nearHostTime)
+        let frame = UnsafePointer(nearFrame), resampled = nearResampled, length = frameLength, chunk = Self.nearChunk
+        return ref._withUnsafeGuaranteedRef { r in
+            var done = 0, written = 0
+            while done < length {
+                let n = min(chunk, length - done)
+                let piece = frame + done
+                r.take({ _ in piece }, frames: n)
+                done += n
+                while r.needed(forOutput: chunk) == 0 {
+                    r.produce({ _ in resampled }, frames: chunk)
+                    spread(resampled, chunk, at: written)
+                    written += chunk
+                }
             }
+            return written
         }
     }
 }
