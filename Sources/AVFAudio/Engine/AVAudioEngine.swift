@@ -135,6 +135,30 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         return node
     }
 
+    /// Voice processing on the engine's I/O (``AVAudioIONode/setVoiceProcessingEnabled(_:)``):
+    /// both I/O nodes at once, the input turned on, the engine stopped.
+    func setVoiceProcessing(_ on: Bool) throws {
+        let input = inputNode
+        lock.lock()
+        defer { lock.unlock() }
+        guard !running else { throw statusError(kAudioUnitErr_CannotDoInCurrentContext, "setVoiceProcessingEnabled: the engine is running") }
+        var status = noErr
+        reconfigure {
+            let unit = input.unit
+            let wasInitialized = unit.isInitialized
+            if wasInitialized { AudioUnitUninitialize(unit.ref) }
+            status = unit.setVoiceProcessing(on)
+            if wasInitialized { AudioUnitInitialize(unit.ref) }
+        }
+        guard status == noErr else { throw statusError(status, "setVoiceProcessingEnabled: the I/O unit refused") }
+    }
+
+    var isVoiceProcessing: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return madeIOUnit?.isVoiceProcessing ?? false
+    }
+
     /// A mixer connected to the output, made on first use, in the output's sample rate with two
     /// channels (or the manual rendering format).
     open var mainMixerNode: AVAudioMixerNode {

@@ -11,6 +11,29 @@ open class AVAudioIONode: AVAudioNode, @unchecked Sendable {
         AudioUnitGetProperty(unit.ref, kAudioUnitProperty_Latency, kAudioUnitScope_Global, 0, &v, &size)
         return v
     }
+
+    /// Whether the engine's I/O processes voice (``setVoiceProcessingEnabled(_:)``).
+    open var isVoiceProcessingEnabled: Bool { attachedEngine?.isVoiceProcessing ?? false }
+
+    /// Turns voice processing on or off for the engine's I/O, as Apple's: on either I/O node it
+    /// applies to both, and the input is turned on (the microphone is what gets processed, with
+    /// what the engine plays as the echo's reference). The engine must be stopped.
+    ///
+    /// The processing is the voice-processing I/O unit's (`kAudioUnitSubType_VoiceProcessingIO`):
+    /// speex's echo canceller, noise suppressor and automatic gain control, in-process; the sound
+    /// server's own echo canceller is not asked for while it runs.
+    open func setVoiceProcessingEnabled(_ enabled: Bool) throws {
+        guard let engine = attachedEngine else {
+            throw statusError(kAudioUnitErr_Uninitialized, "setVoiceProcessingEnabled: the node is not in an engine")
+        }
+        try engine.setVoiceProcessing(enabled)
+    }
+}
+
+/// Apple's `AVAudioVoiceProcessingSpeechActivityEvent`: speech into a muted input started or ended.
+public enum AVAudioVoiceProcessingSpeechActivityEvent: Int, @unchecked Sendable {
+    case started = 0
+    case ended = 1
 }
 
 /// The engine's output: the default output device (or the session's route), pulled on a
@@ -39,5 +62,59 @@ open class AVAudioInputNode: AVAudioIONode, AVAudioMixing, @unchecked Sendable {
 
     open func destination(forMixer mixer: AVAudioNode, bus: AVAudioNodeBus) -> AVAudioMixingDestination? {
         mixingDestination(forMixer: mixer, bus: bus)
+    }
+
+    // MARK: Voice processing (meaningful once it is enabled; false, and set in vain, before)
+
+    /// Whether the microphone bypasses the processing (`kAUVoiceIOProperty_BypassVoiceProcessing`).
+    open var isVoiceProcessingBypassed: Bool {
+        get { voiceSwitch(kAUVoiceIOProperty_BypassVoiceProcessing) }
+        set { setVoiceSwitch(kAUVoiceIOProperty_BypassVoiceProcessing, newValue) }
+    }
+
+    /// Whether automatic gain control runs (`kAUVoiceIOProperty_VoiceProcessingEnableAGC`; on by
+    /// default).
+    open var isVoiceProcessingAGCEnabled: Bool {
+        get { voiceSwitch(kAUVoiceIOProperty_VoiceProcessingEnableAGC) }
+        set { setVoiceSwitch(kAUVoiceIOProperty_VoiceProcessingEnableAGC, newValue) }
+    }
+
+    /// Whether the processed input is muted: the node gives silence (`kAUVoiceIOProperty_MuteOutput`).
+    open var isVoiceProcessingInputMuted: Bool {
+        get { voiceSwitch(kAUVoiceIOProperty_MuteOutput) }
+        set { setVoiceSwitch(kAUVoiceIOProperty_MuteOutput, newValue) }
+    }
+
+    /// Sets the block called when speech starts or ends while the input is muted (nil removes
+    /// it); it runs on a thread of the engine's, not the render thread. False when voice
+    /// processing is not enabled.
+    @discardableResult
+    open func setMutedSpeechActivityEventListener(_ listenerBlock: (@Sendable (AVAudioVoiceProcessingSpeechActivityEvent) -> Void)?) -> Bool {
+        guard isVoiceProcessingEnabled else { return false }
+        let status: OSStatus
+        if let listenerBlock {
+            let listener: AUVoiceIOMutedSpeechActivityEventListener = { event in
+                listenerBlock(event == kAUVoiceIOSpeechActivityHasStarted ? .started : .ended)
+            }
+            status = withUnsafePointer(to: listener) {
+                AudioUnitSetProperty(
+                    unit.ref, kAUVoiceIOProperty_MutedSpeechActivityEventListener, kAudioUnitScope_Global, 0, $0,
+                    UInt32(MemoryLayout<AUVoiceIOMutedSpeechActivityEventListener>.size))
+            }
+        } else {
+            status = AudioUnitSetProperty(unit.ref, kAUVoiceIOProperty_MutedSpeechActivityEventListener, kAudioUnitScope_Global, 0, nil, 0)
+        }
+        return status == noErr
+    }
+
+    private func voiceSwitch(_ id: AudioUnitPropertyID) -> Bool {
+        var value: UInt32 = 0
+        var size = UInt32(4)
+        return AudioUnitGetProperty(unit.ref, id, kAudioUnitScope_Global, 0, &value, &size) == noErr && value != 0
+    }
+
+    private func setVoiceSwitch(_ id: AudioUnitPropertyID, _ on: Bool) {
+        var value: UInt32 = on ? 1 : 0
+        AudioUnitSetProperty(unit.ref, id, kAudioUnitScope_Global, 0, &value, 4)
     }
 }

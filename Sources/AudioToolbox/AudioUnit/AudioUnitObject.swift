@@ -124,6 +124,11 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
     private let tapCount: Int
     private var tapsKept: [Int: RenderTap] = [:]
 
+    /// Turns an I/O unit's voice processing on or off (an engine's `setVoiceProcessingEnabled`),
+    /// uninitialized; `kAudioUnitErr_InvalidProperty` for units that have none.
+    package func setVoiceProcessing(_ on: Bool) -> OSStatus { kAudioUnitErr_InvalidProperty }
+    package var isVoiceProcessing: Bool { false }
+
     /// Puts a tap on output `bus` (nil removes it). The caller sees that no render is in progress
     /// (an engine holds its cycles), so the tap replaced can go at once.
     package func setTap(_ tap: RenderTap?, bus: Int) {

@@ -42,8 +42,13 @@ import Glibc
 /// alert sounds' place is the server's sample cache (`AudioServicesPlaySystemSound`).
 final class IOUnit: AudioUnitObject, @unchecked Sendable {
     let hasInput: Bool
-    /// The voice-processing unit's switches; nil for the other I/O units.
-    let voice: VoiceSettings?
+    /// The voice-processing unit's switches while it processes; nil for the other I/O units,
+    /// and for RemoteIO unless an engine turned its processing on (``setVoiceProcessing(_:)``).
+    private var voice: VoiceSettings? { voiceOn ? voiceSettings : nil }
+    private var voiceOn: Bool
+    private let voiceSettings: VoiceSettings?
+    /// A voice-processing unit's component: processing cannot be turned off.
+    private let voiceComponent: Bool
     /// The running voice-processing link (made at start), and the same unretained for the
     /// streams' threads.
     private var voiceLink: VoiceLink?
@@ -70,7 +75,9 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
 
     init(component: AudioComponentEntry, hasInput: Bool, voiceProcessing: Bool = false) {
         self.hasInput = hasInput
-        voice = voiceProcessing ? VoiceSettings() : nil
+        voiceOn = voiceProcessing
+        voiceComponent = voiceProcessing
+        voiceSettings = hasInput ? VoiceSettings() : nil
         let output = (try? AudioSystem.current.backend().outputDevice(named: nil)) ?? nil
         let input = hasInput ? (try? AudioSystem.current.backend().inputDevice(named: nil)) ?? nil : nil
         let outRate = output?.sampleRate ?? 48000, inRate = input?.sampleRate ?? outRate
@@ -86,7 +93,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
 
     deinit {
         inputScratch.deallocate()
-        voice?.events.close()
+        voiceSettings?.events.close()
     }
 
     // MARK: Formats
@@ -233,6 +240,17 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         _ = AudioObjectGetPropertyDataSize(id, &address, 0, nil, &streamsSize)
         return (name, streamsSize > 0)
     }
+
+    override package func setVoiceProcessing(_ on: Bool) -> OSStatus {
+        lock.withLock { _ in
+            guard voiceSettings != nil, !voiceComponent || on else { return kAudioUnitErr_InvalidProperty }
+            guard !isInitialized else { return kAudioUnitErr_Initialized }
+            voiceOn = on
+            return noErr
+        }
+    }
+
+    override package var isVoiceProcessing: Bool { lock.withLock { _ in voiceOn } }
 
     // MARK: Running
 

@@ -46,10 +46,17 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
     private var resampled = UnsafeMutablePointer<Float>.allocate(capacity: 1)
     private var resampledFrames = 0
     private var sliceLimit = 4096
+    /// A resampled input's own sample time (its frames pulled so far), and the time stamp that
+    /// carries it: the input's timeline is at its own rate, as Apple's converters pull (a tap on
+    /// the source sees its frames follow each other).
+    private var inputSampleTimes = UnsafeMutablePointer<Double>.allocate(capacity: 1)
+    private let stamp = UnsafeMutablePointer<AudioTimeStamp>.allocate(capacity: 1)
 
     deinit {
         resamplerRefs.deallocate()
         resampled.deallocate()
+        inputSampleTimes.deallocate()
+        stamp.deallocate()
     }
 
     override func prepareRendering() -> OSStatus {
@@ -62,6 +69,10 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
         }
         resamplerRefs.deallocate()
         resamplerRefs = .allocate(capacity: max(resamplers.count, 1))
+        inputSampleTimes.deallocate()
+        inputSampleTimes = .allocate(capacity: max(resamplers.count, 1))
+        inputSampleTimes.initialize(repeating: 0, count: max(resamplers.count, 1))
+        stamp.initialize(to: AudioTimeStamp())
         for (i, r) in resamplers.enumerated() {
             resamplerRefs[i] = r.map { UInt(bitPattern: Unmanaged.passUnretained($0).toOpaque()) } ?? 0
             // An input that is resampled is pulled for more (or fewer) frames than the output's.
@@ -79,6 +90,7 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
         // On the render thread: the unretained references, as rendering uses.
         for i in 0..<renderInputs {
             if let raw = UnsafeRawPointer(bitPattern: resamplerRefs[i]) { Unmanaged<PullResampler>.fromOpaque(raw)._withUnsafeGuaranteedRef { $0.reset() } }
+            inputSampleTimes[i] = 0
         }
         return noErr
     }
@@ -141,7 +153,10 @@ final class MixerUnit: AudioUnitObject, @unchecked Sendable {
                     var need = r.needed(forOutput: frames)
                     while need > 0 {
                         let n = min(need, self.sliceLimit)
-                        guard pull(input: i, flags: flags, time: time, frames: n) == noErr else { return false }
+                        stamp.pointee = time.pointee
+                        stamp.pointee.mSampleTime = inputSampleTimes[i]
+                        guard pull(input: i, flags: flags, time: stamp, frames: n) == noErr else { return false }
+                        inputSampleTimes[i] += Double(n)
                         r.take({ UnsafePointer(input[$0].mData!.assumingMemoryBound(to: Float.self)) }, frames: n)
                         need -= n
                     }
