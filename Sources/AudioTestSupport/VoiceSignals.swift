@@ -144,4 +144,94 @@ public enum VoiceSignals {
         let probe = Array(clean[(sampleRate * 3)..<(sampleRate * 5)])
         return SignalAnalysis.align(probe, in: Array(output[(sampleRate * 3)...]), maxLag: sampleRate / 50).lag
     }
+
+    /// What ``figures(_:rate:in:)`` measures of a library, the lines 1–4.
+    package struct Figures {
+        package var erle = 0.0
+        package var doubleTalkCorrelation = 0.0
+        package var doubleTalkLevel = 0.0
+        package var noiseReduction = 0.0
+        package var wordsKept = 0.0
+        package var quietTalkerLevel = 0.0
+        package var loudTalkerPeak = 0.0
+        /// Milliseconds of CPU per second of audio, all stages on.
+        package var cpu = 0.0
+    }
+
+    private static func run(_ library: VoiceProcessor.Library, rate: Int, stages: VoiceProcessor.Stages, near: [Float], far: [Float]?) throws -> [Float] {
+        guard let processor = VoiceProcessor(library: library, sampleRate: rate, stages: stages) else {
+            throw PrivatePulseServer.Failure(description: "\(library) does not take \(rate) Hz")
+        }
+        return process(processor, near: near, far: far)
+    }
+
+    /// The set-up offline at `rate`: far-end speech 40 ms later at −6 dB plus a
+    /// reflection, a near talker at −26 dBFS, noise at −35 dBFS, talkers at −40 and −6 dBFS.
+    package static func figures(_ library: VoiceProcessor.Library, rate: Int, in dir: URL) throws -> Figures {
+        var far = try speech(farText, voice: farVoice, sampleRate: rate, in: dir)
+        var near = try speech(nearText, voice: nearVoice, sampleRate: rate, in: dir)
+        let length = max(far.count, near.count)
+        far += [Float](repeating: 0, count: length - far.count)
+        near += [Float](repeating: 0, count: length - near.count)
+        far = scaled(far, toSpeechRMS: -20, sampleRate: rate)
+        let talker = scaled(near, toSpeechRMS: -26, sampleRate: rate)
+        let echo = echo(of: far, sampleRate: rate)
+        let floor = noise(count: length, dBFS: -70, seed: 1)
+        let add = { (a: [Float], b: [Float]) in zip(a, b).map { $0 + $1 } }
+        let cancelling = VoiceProcessor.Stages(echoCancellation: true, noiseSuppression: true, gainControl: false)
+        var figures = Figures()
+        let afterConvergence = 200  // 2 s of 10 ms frames
+
+        // 1. Far end only: how much of the echo is left.
+        let echoOnly = add(echo, floor)
+        let cpuBefore = threadCPUTime()
+        _ = try run(library, rate: rate, stages: VoiceProcessor.Stages(), near: echoOnly, far: far)
+        figures.cpu = (threadCPUTime() - cpuBefore) / (Double(length) / Double(rate)) * 1000
+        // Measured with echo cancellation and noise suppression only: gain control would lift
+        // what is left (as it should, between a call's words), which is not the echo's loss.
+        let echoCancelled = try run(library, rate: rate, stages: cancelling, near: echoOnly, far: far)
+        let echoing = speaking(echo, sampleRate: rate)
+        figures.erle = erle(input: echoOnly, output: echoCancelled, where: echoing, sampleRate: rate, from: afterConvergence)
+
+        // 2. Double talk: the near talker over the echo, beside the near talker alone.
+        let talking = speaking(talker, sampleRate: rate)
+        let both = try run(library, rate: rate, stages: cancelling, near: add(add(echo, talker), floor), far: far)
+        let alone = try run(library, rate: rate, stages: cancelling, near: add(talker, floor), far: nil)
+        // Each library delays what it processes a little (webrtc's noise suppressor 6 ms, speex a
+        // frame): the near voice is compared where it comes out.
+        let lag = latency(of: alone, clean: talker, sampleRate: rate)
+        figures.doubleTalkCorrelation = correlation(both, talker, where: talking, sampleRate: rate, from: afterConvergence, lag: lag)
+        figures.doubleTalkLevel =
+            speechRMS(both, where: talking, sampleRate: rate, from: afterConvergence)
+            - speechRMS(alone, where: talking, sampleRate: rate, from: afterConvergence)
+
+        // 3. Steady noise at −35 dBFS: between the words, and the words kept.
+        let noisy = add(talker, noise(count: length, dBFS: -35, seed: 2))
+        let denoised = try run(
+            library, rate: rate, stages: VoiceProcessor.Stages(echoCancellation: false, noiseSuppression: true, gainControl: false), near: noisy, far: nil)
+        // Between words: where the talker is silent, 30 ms clear of any word (a word's decay, and
+        // each library's own delay, are not the noise).
+        let gaps = silent(talker, sampleRate: rate)
+        figures.noiseReduction =
+            speechRMS(noisy, where: gaps, sampleRate: rate, from: 100) - speechRMS(denoised, where: gaps, sampleRate: rate, from: 100)
+        figures.wordsKept = correlation(
+            denoised, talker, where: talking, sampleRate: rate, from: 100, lag: latency(of: denoised, clean: talker, sampleRate: rate))
+
+        // 4. Gain control: a quiet talker (−40 dBFS) after 3 s, and a loud one's peaks.
+        let gainOnly = VoiceProcessor.Stages(echoCancellation: false, noiseSuppression: false, gainControl: true)
+        let quiet = try run(library, rate: rate, stages: gainOnly, near: add(scaled(near, toSpeechRMS: -40, sampleRate: rate), floor), far: nil)
+        figures.quietTalkerLevel = speechRMS(quiet, where: talking, sampleRate: rate, from: 300)
+        let peak = near.map { abs($0) }.max() ?? 1
+        let loudInput = near.map { $0 / peak * 0.5 }  // peaks at −6 dBFS
+        let loud = try run(library, rate: rate, stages: gainOnly, near: loudInput, far: nil)
+        figures.loudTalkerPeak = 20 * log10(Double(loud.map { abs($0) }.max() ?? 0) + 1e-12)
+        return figures
+    }
+
+    /// This thread's CPU time, in seconds.
+    private static func threadCPUTime() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+    }
 }

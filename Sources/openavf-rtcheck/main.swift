@@ -551,113 +551,49 @@ let voiceScenario = Scenario(name: "voice-processing") { _, _, _ in
     return total
 }
 
-/// A voice-processing unit's two threads and its call: a tone played (a render callback), what
-/// the microphone gives read by the input callback through `AudioUnitRender` on bus 1.
-final class VoiceUnitCall: @unchecked Sendable {
-    var unit: AudioUnit?
-    let renderThread = Atomic<UInt>(0)
-    let captureThread = Atomic<UInt>(0)
-    let rendered = Atomic<Int>(0)
-    let captured = Atomic<Int>(0)
-    var phase = 0.0
-    let storage = UnsafeMutablePointer<Float>.allocate(capacity: 8192)
-    let list = AudioBufferList.allocate(maximumBuffers: 1)
-
-    static let render: AURenderCallback = { refCon, _, _, _, frames, data in
-        Unmanaged<VoiceUnitCall>.fromOpaque(refCon)._withUnsafeGuaranteedRef { $0.play(frames, data!) }
-    }
-
-    private func play(_ frames: UInt32, _ data: UnsafeMutablePointer<AudioBufferList>) -> OSStatus {
-        let call = self
-        call.renderThread.store(UInt(pthread_self()), ordering: .relaxed)
-        let out = UnsafeMutableAudioBufferListPointer(data)[0].mData!.assumingMemoryBound(to: Float.self)
-        for i in 0..<Int(frames) {
-            out[i] = Float(0.3 * sin(call.phase))
-            call.phase += 2 * Double.pi * 330 / 44100
-        }
-        call.rendered.add(Int(frames), ordering: .relaxed)
-        return noErr
-    }
-
-    static let input: AURenderCallback = { refCon, flags, time, bus, frames, _ in
-        Unmanaged<VoiceUnitCall>.fromOpaque(refCon)._withUnsafeGuaranteedRef { $0.record(flags, time, bus, frames) }
-    }
-
-    private func record(
-        _ flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, _ time: UnsafePointer<AudioTimeStamp>, _ bus: UInt32, _ frames: UInt32
-    ) -> OSStatus {
-        let call = self
-        call.captureThread.store(UInt(pthread_self()), ordering: .relaxed)
-        call.list.unsafeMutablePointer.pointee.mNumberBuffers = 1
-        call.list[0] = AudioBuffer(mNumberChannels: 1, mDataByteSize: min(frames, 8192) * 4, mData: call.storage)
-        let status = AudioUnitRender(call.unit!, flags, time, bus, min(frames, 8192), call.list.unsafeMutablePointer)
-        call.captured.add(Int(frames), ordering: .relaxed)
-        return status
-    }
-}
-
 /// The voice-processing I/O unit (issue 14) with its echo coming back through the test server's
 /// acoustic path: both its threads, processing on, at 44.1 kHz on the client's side (the
 /// processor runs at 48 kHz, so both resamplers run), through the switches' changes.
 let voiceUnitScenario = Scenario(name: "voice-unit", libpulseOwn: capturedBlockRelease) { server, _, _ in
     let path = try AcousticPath(server: server)
     defer { path.close() }
-    var description = AudioComponentDescription(
-        componentType: kAudioUnitType_Output, componentSubType: kAudioUnitSubType_VoiceProcessingIO, componentManufacturer: kAudioUnitManufacturer_Apple,
-        componentFlags: 0, componentFlagsMask: 0)
-    guard let component = AudioComponentFindNext(nil, &description) else { throw Failure("no voice-processing unit") }
-    var made: AudioUnit?
-    try check(AudioComponentInstanceNew(component, &made), "AudioComponentInstanceNew")
-    guard let unit = made else { throw Failure("no unit") }
-    defer { AudioComponentInstanceDispose(unit) }
-    let call = VoiceUnitCall()
-    call.unit = unit
-    var on: UInt32 = 1
-    try check(AudioUnitSetProperty(unit, kAudioOutputUnitProperty_EnableIO, kAudioUnitScope_Input, 1, &on, 4), "EnableIO")
-    var format = AudioStreamBasicDescription(
-        mSampleRate: 44100, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked, mBytesPerPacket: 4,
-        mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
-    let size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
-    try check(AudioUnitSetProperty(unit, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, 0, &format, size), "output format")
-    try check(AudioUnitSetProperty(unit, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, 1, &format, size), "input format")
-    let refCon = Unmanaged.passUnretained(call).toOpaque()
-    var render = AURenderCallbackStruct(inputProc: VoiceUnitCall.render, inputProcRefCon: refCon)
-    var input = AURenderCallbackStruct(inputProc: VoiceUnitCall.input, inputProcRefCon: refCon)
-    let callbackSize = UInt32(MemoryLayout<AURenderCallbackStruct>.size)
-    try check(AudioUnitSetProperty(unit, kAudioUnitProperty_SetRenderCallback, kAudioUnitScope_Input, 0, &render, callbackSize), "render callback")
-    try check(AudioUnitSetProperty(unit, kAudioOutputUnitProperty_SetInputCallback, kAudioUnitScope_Global, 0, &input, callbackSize), "input callback")
+    // A second of a 330 Hz tone, over and over, at 44.1 kHz on the client's side.
+    let tone = (0..<44100).map { Float(0.3 * sin(2 * Double.pi * 330 * Double($0) / 44100)) }
+    let call = try VoiceUnitCall(far: tone, loops: true, rate: 44100, recordSeconds: 2)
+    let unit = call.unit
     let listener: AUVoiceIOMutedSpeechActivityEventListener = { _ in }
     try check(
         withUnsafePointer(to: listener) {
             AudioUnitSetProperty(unit, kAUVoiceIOProperty_MutedSpeechActivityEventListener, kAudioUnitScope_Global, 0, $0, UInt32(MemoryLayout.size(ofValue: listener)))
         }, "listener")
-    try check(AudioUnitInitialize(unit), "AudioUnitInitialize")
-    try check(AudioOutputUnitStart(unit), "AudioOutputUnitStart")
-    defer { AudioOutputUnitStop(unit) }
-    try wait("both threads") { call.renderThread.load(ordering: .relaxed) != 0 && call.captureThread.load(ordering: .relaxed) != 0 }
+    try call.start()
+    defer { call.stop() }
+    call.playFarEnd()
+    try wait("both threads") { call.renderThread != 0 && call.captureThread != 0 }
     func flip(_ id: AudioUnitPropertyID, _ value: UInt32) throws {
         var v = value
         try check(AudioUnitSetProperty(unit, id, kAudioUnitScope_Global, 0, &v, 4), "switch \(id)")
     }
-    func audio(_ counter: borrowing Atomic<Int>, seconds: Double) throws {
-        let target = counter.load(ordering: .relaxed) + Int(seconds * 44100)
-        try wait("\(seconds) s of audio", timeout: seconds * 2 + 5) { counter.load(ordering: .relaxed) >= target }
+    func audio(_ counter: () -> Int, seconds: Double) throws {
+        let target = counter() + Int(seconds * 44100)
+        try wait("\(seconds) s of audio", timeout: seconds * 2 + 5) { counter() >= target }
     }
+    let captured = { call.capturedFrames }, rendered = { call.playedFrames }
     // The processor's first second (the delay estimate settles) before either window.
-    try audio(call.captured, seconds: 1)
-    let capture = try watching(call.captureThread.load(ordering: .relaxed)) {
-        try audio(call.captured, seconds: 3)
+    try audio(captured, seconds: 1)
+    let capture = try watching(call.captureThread) {
+        try audio(captured, seconds: 3)
         try flip(kAUVoiceIOProperty_VoiceProcessingEnableAGC, 0)
         try flip(kAUVoiceIOProperty_MuteOutput, 1)
-        try audio(call.captured, seconds: 1)
+        try audio(captured, seconds: 1)
         try flip(kAUVoiceIOProperty_MuteOutput, 0)
         try flip(kAUVoiceIOProperty_VoiceProcessingEnableAGC, 1)
         try flip(kAUVoiceIOProperty_BypassVoiceProcessing, 1)
-        try audio(call.captured, seconds: 1)
+        try audio(captured, seconds: 1)
         try flip(kAUVoiceIOProperty_BypassVoiceProcessing, 0)
-        try audio(call.captured, seconds: 1)
+        try audio(captured, seconds: 1)
     }
-    let playback = try watching(call.renderThread.load(ordering: .relaxed)) { try audio(call.rendered, seconds: 3) }
+    let playback = try watching(call.renderThread) { try audio(rendered, seconds: 3) }
     return capture + playback
 }
 

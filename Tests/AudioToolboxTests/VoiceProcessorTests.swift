@@ -58,6 +58,22 @@ final class VoiceProcessorTests: XCTestCase {
         }
     }
 
+    /// speex, the library the voice-processing unit runs (chosen by these figures; the
+    /// benchmark prints both libraries'), meets issue 14's lines 1–4 on the set-up's signals at
+    /// a call's 16 kHz and the output's 48 kHz.
+    func testTheChosenLibraryMeetsTheIssuesLines() throws {
+        for rate in [16000, 48000] {
+            let f = try VoiceSignals.figures(.speex, rate: rate, in: dir)
+            XCTAssertGreaterThanOrEqual(f.erle, 30, "\(rate) Hz: echo loss")
+            XCTAssertGreaterThanOrEqual(f.doubleTalkCorrelation, 0.9, "\(rate) Hz: the near voice through double talk")
+            XCTAssertGreaterThanOrEqual(f.doubleTalkLevel, -3, "\(rate) Hz: the near voice's level through double talk")
+            XCTAssertGreaterThanOrEqual(f.noiseReduction, 15, "\(rate) Hz: noise between words")
+            XCTAssertGreaterThanOrEqual(f.wordsKept, 0.9, "\(rate) Hz: words under noise")
+            XCTAssertEqual(f.quietTalkerLevel, -20, accuracy: 6, "\(rate) Hz: a talker at -40 dBFS after 3 s")
+            XCTAssertLessThan(f.loudTalkerPeak, 0, "\(rate) Hz: a talker peaking at -6 dBFS clips")
+        }
+    }
+
     /// The processor takes 8, 16, 32 and 48 kHz (webrtc's rates) from either library; anything
     /// else is refused, not processed at a rate the caller did not give.
     func testRatesOutsideTheFourAreRefused() {

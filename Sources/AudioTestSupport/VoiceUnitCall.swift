@@ -1,0 +1,183 @@
+public import AudioToolbox
+import Foundation
+import Synchronization
+
+/// A call through a voice-processing I/O unit (issue 14), for tests, the benchmark and the
+/// allocation check: the render callback plays `far` (once per ``playFarEnd()``, or over and over
+/// when `loops`), the input callback records what the unit gives on bus 1, both in mono float at
+/// the client's rate. The callbacks use only memory made here and atomics.
+public final class VoiceUnitCall: @unchecked Sendable {
+    public let unit: AudioUnit
+    public let rate: Double
+    private let far: UnsafeMutablePointer<Float>
+    public let farCount: Int
+    private let loops: Bool
+    private let played = Atomic<Int>(0)
+    /// Where in the far end the next render starts (the render thread's; reset by ``start()``
+    /// before the unit runs).
+    private var position = 0
+    private let playing = Atomic<Bool>(false)
+    /// The recording's length when the far end's first frame was rendered (-1: not yet).
+    private let farStartAt = Atomic<Int>(-1)
+    private let capacity: Int
+    private let tape: UnsafeMutablePointer<Float>
+    private let written = Atomic<Int>(0)
+    private let captured = Atomic<Int>(0)
+    private let list = AudioBufferList.allocate(maximumBuffers: 1)
+    private let renderThreadID = Atomic<UInt>(0)
+    private let captureThreadID = Atomic<UInt>(0)
+    /// The streams' threads (pthread ids; 0 until each has called back).
+    public var renderThread: UInt { renderThreadID.load(ordering: .acquiring) }
+    public var captureThread: UInt { captureThreadID.load(ordering: .acquiring) }
+
+    /// A voice-processing unit playing and recording mono float at `rate`, initialized, not
+    /// started; `recordSeconds` of recording kept (a longer call records nothing more).
+    public init(far: [Float], loops: Bool = false, rate: Double = 48000, recordSeconds: Int) throws {
+        var description = AudioComponentDescription(
+            componentType: kAudioUnitType_Output, componentSubType: kAudioUnitSubType_VoiceProcessingIO, componentManufacturer: kAudioUnitManufacturer_Apple,
+            componentFlags: 0, componentFlagsMask: 0)
+        guard let component = AudioComponentFindNext(nil, &description) else { throw Self.failure("no voice-processing unit") }
+        var made: AudioUnit?
+        guard AudioComponentInstanceNew(component, &made) == noErr, let unit = made else { throw Self.failure("AudioComponentInstanceNew failed") }
+        self.unit = unit
+        self.rate = rate
+        farCount = far.count
+        let samples = UnsafeMutablePointer<Float>.allocate(capacity: max(far.count, 1))
+        far.withUnsafeBufferPointer { if let base = $0.baseAddress { samples.initialize(from: base, count: far.count) } }
+        self.far = samples
+        self.loops = loops
+        capacity = Int(rate) * recordSeconds
+        tape = .allocate(capacity: max(capacity, 1))
+        tape.initialize(repeating: 0, count: max(capacity, 1))
+        var on: UInt32 = 1
+        var format = AudioStreamBasicDescription(
+            mSampleRate: rate, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked, mBytesPerPacket: 4,
+            mFramesPerPacket: 1, mBytesPerFrame: 4, mChannelsPerFrame: 1, mBitsPerChannel: 32, mReserved: 0)
+        let size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
+        let refCon = Unmanaged.passUnretained(self).toOpaque()
+        var render = AURenderCallbackStruct(inputProc: Self.render, inputProcRefCon: refCon)
+        var input = AURenderCallbackStruct(inputProc: Self.input, inputProcRefCon: refCon)
+        let callbackSize = UInt32(MemoryLayout<AURenderCallbackStruct>.size)
+        let statuses = [
+            AudioUnitSetProperty(unit, kAudioOutputUnitProperty_EnableIO, kAudioUnitScope_Input, 1, &on, 4),
+            AudioUnitSetProperty(unit, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, 0, &format, size),
+            AudioUnitSetProperty(unit, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, 1, &format, size),
+            AudioUnitSetProperty(unit, kAudioUnitProperty_SetRenderCallback, kAudioUnitScope_Input, 0, &render, callbackSize),
+            AudioUnitSetProperty(unit, kAudioOutputUnitProperty_SetInputCallback, kAudioUnitScope_Global, 0, &input, callbackSize),
+            AudioUnitInitialize(unit),
+        ]
+        if let failed = statuses.first(where: { $0 != noErr }) {
+            AudioComponentInstanceDispose(unit)
+            throw Self.failure("setting up the unit failed: \(failed)")
+        }
+    }
+
+    deinit {
+        AudioComponentInstanceDispose(unit)
+        far.deallocate()
+        tape.deallocate()
+        free(list.unsafeMutablePointer)
+    }
+
+    private static func failure(_ what: String) -> PrivatePulseServer.Failure { PrivatePulseServer.Failure(description: "VoiceUnitCall: \(what)") }
+
+    /// Sets one of the unit's `kAUVoiceIOProperty_…` switches.
+    @discardableResult
+    public func set(_ id: AudioUnitPropertyID, _ on: Bool) -> OSStatus {
+        var value: UInt32 = on ? 1 : 0
+        return AudioUnitSetProperty(unit, id, kAudioUnitScope_Global, 0, &value, 4)
+    }
+
+    /// Frames recorded so far.
+    public var recordedFrames: Int { written.load(ordering: .acquiring) }
+    /// Frames the input callback has read, kept or not.
+    public var capturedFrames: Int { captured.load(ordering: .acquiring) }
+    /// Far-end frames rendered so far.
+    public var playedFrames: Int { played.load(ordering: .acquiring) }
+    public var recording: [Float] { Array(UnsafeBufferPointer(start: tape, count: recordedFrames)) }
+    /// Where in ``recording`` the far end began (nil before it did).
+    public var farStart: Int? {
+        let at = farStartAt.load(ordering: .acquiring)
+        return at >= 0 ? at : nil
+    }
+
+    /// Starts the unit with the recording, the far end and its start cleared.
+    public func start() throws {
+        played.store(0, ordering: .relaxed)
+        position = 0
+        playing.store(false, ordering: .relaxed)
+        farStartAt.store(-1, ordering: .relaxed)
+        written.store(0, ordering: .releasing)
+        let status = AudioOutputUnitStart(unit)
+        guard status == noErr else { throw Self.failure("AudioOutputUnitStart: \(status)") }
+    }
+
+    public func stop() { AudioOutputUnitStop(unit) }
+
+    /// Plays the far end from its start.
+    public func playFarEnd() { playing.store(true, ordering: .releasing) }
+
+    /// Starts, lets the input run half a second, plays the far end once and records until it
+    /// has been heard and half a second more; stops. Returns the recording and where the far end
+    /// began in it.
+    public func callOnce() throws -> (recording: [Float], farStart: Int) {
+        try start()
+        defer { stop() }
+        guard waitUntil(timeout: 5, { self.recordedFrames >= Int(self.rate / 2) }) else { throw Self.failure("no input") }
+        playFarEnd()
+        guard waitUntil(timeout: Double(farCount) / rate + 5, { self.playedFrames >= self.farCount }) else { throw Self.failure("the far end did not play") }
+        let end = recordedFrames + Int(rate / 2)
+        guard waitUntil(timeout: 5, { self.recordedFrames >= end }) else { throw Self.failure("the input stopped") }
+        guard let start = farStart else { throw Self.failure("the far end never started") }
+        return (recording, start)
+    }
+
+    // MARK: The unit's threads
+
+    private static let render: AURenderCallback = { refCon, _, _, _, frames, data in
+        Unmanaged<VoiceUnitCall>.fromOpaque(refCon)._withUnsafeGuaranteedRef { $0.play(Int(frames), data!) }
+    }
+
+    private func play(_ n: Int, _ data: UnsafeMutablePointer<AudioBufferList>) -> OSStatus {
+        renderThreadID.store(UInt(pthread_self()), ordering: .releasing)
+        let out = UnsafeMutableAudioBufferListPointer(data)[0].mData!.assumingMemoryBound(to: Float.self)
+        out.update(repeating: 0, count: n)
+        guard playing.load(ordering: .acquiring), farCount > 0 else { return noErr }
+        var at = position
+        if farStartAt.load(ordering: .relaxed) < 0 { farStartAt.store(written.load(ordering: .relaxed), ordering: .releasing) }
+        var done = 0
+        while done < n {
+            if at >= farCount {
+                guard loops else { break }
+                at = 0
+            }
+            let count = min(n - done, farCount - at)
+            (out + done).update(from: far + at, count: count)
+            at += count
+            done += count
+        }
+        position = at
+        played.store(played.load(ordering: .relaxed) + done, ordering: .releasing)
+        return noErr
+    }
+
+    private static let input: AURenderCallback = { refCon, flags, time, bus, frames, _ in
+        Unmanaged<VoiceUnitCall>.fromOpaque(refCon)._withUnsafeGuaranteedRef { $0.record(flags, time, bus, frames) }
+    }
+
+    private func record(
+        _ flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, _ time: UnsafePointer<AudioTimeStamp>, _ bus: UInt32, _ frames: UInt32
+    ) -> OSStatus {
+        captureThreadID.store(UInt(pthread_self()), ordering: .releasing)
+        let at = written.load(ordering: .relaxed)
+        // Past the tape's end the input is read into its last second, not kept.
+        let into = at + Int(frames) <= capacity ? at : max(0, capacity - Int(rate))
+        guard into + Int(frames) <= capacity else { return noErr }
+        list.unsafeMutablePointer.pointee.mNumberBuffers = 1
+        list[0] = AudioBuffer(mNumberChannels: 1, mDataByteSize: frames * 4, mData: tape + into)
+        let status = AudioUnitRender(unit, flags, time, bus, frames, list.unsafeMutablePointer)
+        if status == noErr && into == at { written.store(at + Int(frames), ordering: .releasing) }
+        captured.add(Int(frames), ordering: .releasing)
+        return status
+    }
+}
