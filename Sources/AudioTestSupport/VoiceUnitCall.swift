@@ -132,6 +132,46 @@ public final class VoiceUnitCall: @unchecked Sendable {
         return (recording, start)
     }
 
+    /// Issue 14's first line through the unit on the private server: the far end played once
+    /// bypassed (what the microphone hears: the echo) and once processed (gain control off, as
+    /// the echo's loss is measured), each over the far end's speech frames from 2 s after it
+    /// began. Returns both levels (dBFS), the echo's delay from render to recording (frames),
+    /// and the process's CPU time (s) of each run.
+    public func echoLoss() throws -> (echo: Double, left: Double, lag: Int, bypassedCPU: Double, processedCPU: Double) {
+        let farEnd = Array(UnsafeBufferPointer(start: far, count: farCount))
+        set(kAUVoiceIOProperty_BypassVoiceProcessing, true)
+        var before = Self.processCPU()
+        let raw = try callOnce()
+        let bypassedCPU = Self.processCPU() - before
+        set(kAUVoiceIOProperty_BypassVoiceProcessing, false)
+        set(kAUVoiceIOProperty_VoiceProcessingEnableAGC, false)
+        before = Self.processCPU()
+        let processed = try callOnce()
+        let processedCPU = Self.processCPU() - before
+        set(kAUVoiceIOProperty_VoiceProcessingEnableAGC, true)
+        // The echo's place in the bypassed recording: the far end, late by the path and the
+        // streams, found over its seconds 1 to 3.
+        let second = Int(rate)
+        guard farCount >= 4 * second else { throw Self.failure("the far end is shorter than 4 s") }
+        let found = SignalAnalysis.align(Array(farEnd[second..<(3 * second)]), in: Array(raw.recording[raw.farStart...]), maxLag: 3 * second / 2)
+        guard found.correlation > 0.9 else { throw Self.failure("no echo in the bypassed recording (correlation \(found.correlation))") }
+        let lag = found.lag - second
+        let mask = VoiceSignals.speaking(farEnd, sampleRate: second)
+        func level(_ r: (recording: [Float], farStart: Int)) -> Double {
+            let from = r.farStart + lag
+            let span = Array(r.recording[min(from, r.recording.count)..<min(r.recording.count, from + farCount)])
+            return VoiceSignals.speechRMS(span, where: mask, sampleRate: second, from: 200)
+        }
+        return (level(raw), level(processed), lag, bypassedCPU, processedCPU)
+    }
+
+    /// This process's CPU time, in seconds.
+    private static func processCPU() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
     // MARK: The unit's threads
 
     private static let render: AURenderCallback = { refCon, _, _, _, frames, data in

@@ -252,13 +252,15 @@ enum Bench {
             defer { try? FileManager.default.removeItem(at: dir) }
             do {
                 for rate in [16000, 48000] { try VoiceBench.report(rate: rate, in: dir, say: say) }
-                // The anchor: PulseAudio's module-echo-cancel.
+                // The unit beside the anchor, PulseAudio's module-echo-cancel, on the server.
                 if let server {
-                    let far = VoiceSignals.scaled(
+                    var far = VoiceSignals.scaled(
                         try VoiceSignals.speech(VoiceSignals.farText, voice: VoiceSignals.farVoice, sampleRate: 48000, in: dir), toSpeechRMS: -20, sampleRate: 48000)
-                    let methods = try ["webrtc", "speex"].map { ($0, try VoiceBench.serverCanceller(server, method: $0, far: far)) }
-                    say("The server's echo canceller, the anchor (module-echo-cancel at 48 kHz, gain control off as in the echo loss above; far end only; echo by module-loopback, 40 ms, −6 dB, no reflection; speech frames after 2 s): "
-                        + methods.map { String(format: "aec_method=%@ %.1f dB", $0.0, $0.1) }.joined(separator: ", "))
+                    // A call of 12 s (short) or 60 s: the words over again.
+                    let callFrames = 48000 * (short ? 12 : 60)
+                    while far.count < callFrames { far += far }
+                    far = Array(far.prefix(callFrames))
+                    failures += try VoiceBench.reportServer(server, far: far, say: say)
                 }
             } catch {
                 failures.append("voice: \(error)")

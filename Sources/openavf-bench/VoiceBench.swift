@@ -8,38 +8,72 @@ import Foundation
 /// suppression and gain control, and each one's CPU.
 enum VoiceBench {
     /// The server's own echo canceller on the issue's set-up, the anchor: the far end played into
-    /// `module-echo-cancel`'s sink (`aec_method` = `method`), which plays it on the speaker; a
-    /// `module-loopback` carries the speaker's monitor into `micfeed` 40 ms later at −6 dB; the
-    /// canceller's source reads `micfeed`'s monitor, the microphone. Returns the echo's loss: the
-    /// microphone's level beside the canceller's output over the far end's speech after 2 s.
+    /// `module-echo-cancel`'s sink (`aec_method` = `method`), which plays it on the speaker; the
+    /// acoustic path (``AcousticPath``) carries the speaker's monitor into `micfeed` 40 ms later at
+    /// −6 dB; the canceller's source reads `micfeed`'s monitor, the microphone. Returns the echo's
+    /// loss (the microphone's level beside the canceller's output over the far end's speech after
+    /// 2 s) and the server's CPU time over the call. `method` nil: the same call without the
+    /// canceller (played on the speaker, the microphone recorded), for the server's CPU without it.
     /// `aec_args` keeps each method's gain control off.
-    static func serverCanceller(_ server: PrivatePulseServer, method: String, far: [Float]) throws -> Double {
-        func module(_ arguments: [String]) throws -> String {
-            try server.pactl(["load-module"] + arguments).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+    static func serverCanceller(_ server: PrivatePulseServer, method: String?, far: [Float]) throws -> (loss: Double?, serverCPU: Double) {
         let path = try AcousticPath(server: server)
         defer { path.close() }
-        let canceller = try module([
-            // Gain control off, as the in-process figures measure the echo's loss (it would lift
-            // the residual: speex's, on by default, made it 20 dB louder than the echo).
-            "module-echo-cancel", "aec_method=\(method)", "aec_args=\"\(method == "speex" ? "agc=0" : "analog_gain_control=0 digital_gain_control=0")\"",
-            "source_master=micfeed.monitor", "sink_master=speaker",
-            "source_name=openavf_aec_source", "sink_name=openavf_aec_sink", "rate=48000", "channels=1",
-        ])
-        defer { _ = try? server.pactl(["unload-module", canceller]) }
+        var canceller: String?
+        if let method {
+            canceller = try server.pactl([
+                // Gain control off, as the in-process figures measure the echo's loss (it would
+                // lift the residual: speex's, on by default, made it 20 dB louder than the echo).
+                "load-module", "module-echo-cancel", "aec_method=\(method)",
+                "aec_args=\"\(method == "speex" ? "agc=0" : "analog_gain_control=0 digital_gain_control=0")\"",
+                "source_master=micfeed.monitor", "sink_master=speaker",
+                "source_name=openavf_aec_source", "sink_name=openavf_aec_sink", "rate=48000", "channels=1",
+            ]).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        defer { if let canceller { _ = try? server.pactl(["unload-module", canceller]) } }
         let microphone = try SignalCapture(server: server, device: "micfeed.monitor")
-        let cancelled = try SignalCapture(server: server, device: "openavf_aec_source")
-        let player = try SignalPlayer(server: server, device: "openavf_aec_sink", samples: far, sampleRate: 48000)
+        let cancelled = try canceller.map { _ in try SignalCapture(server: server, device: "openavf_aec_source") }
+        let before = ProcessCPU.seconds(ofTrees: server.processIDs)
+        let player = try SignalPlayer(server: server, device: canceller == nil ? "speaker" : "openavf_aec_sink", samples: far, sampleRate: 48000)
         player.waitUntilDone()
+        let serverCPU = ProcessCPU.seconds(ofTrees: server.processIDs) - before
         try microphone.waitFor(frames: microphone.frameCount + 24000, timeout: 5)
-        let raw = microphone.stop()[0], out = cancelled.stop()[0]
+        let raw = microphone.stop()[0]
+        guard let out = cancelled?.stop()[0] else { return (nil, serverCPU) }
         guard let onset = SignalAnalysis.onset(raw, threshold: 0.005) else { throw BenchError("no echo reached the microphone") }
         // The two recordings start within a few milliseconds of each other: the same span of
         // each, its speech frames (found on the microphone) after 2 s, as the in-process figure.
         let window = (onset + 96000)..<min(onset + far.count - 24000, raw.count, out.count)
         guard window.count > 48000 else { throw BenchError("the recordings are too short") }
         let heard = Array(raw[window]), left = Array(out[window])
-        return VoiceSignals.erle(input: heard, output: left, where: VoiceSignals.speaking(heard, sampleRate: 48000), sampleRate: 48000, from: 0)
+        return (VoiceSignals.erle(input: heard, output: left, where: VoiceSignals.speaking(heard, sampleRate: 48000), sampleRate: 48000, from: 0), serverCPU)
+    }
+
+    /// The voice-processing unit and `module-echo-cancel` on the same path and far end (issue 14's
+    /// lines 1 and 8): the echo's loss side by side, and the CPU the processing costs: ours, the
+    /// process's CPU with processing on less with it bypassed; the server's, its CPU with the
+    /// canceller less without it (each over the same call).
+    static func reportServer(_ server: PrivatePulseServer, far: [Float], say: (String) -> Void) throws -> [String] {
+        let seconds = Double(far.count) / 48000
+        let path = try AcousticPath(server: server)
+        let call = try VoiceUnitCall(far: far, recordSeconds: Int(seconds) + 4)
+        let ours = try call.echoLoss()
+        path.close()
+        let baseline = try serverCanceller(server, method: nil, far: far)
+        let names = ["webrtc", "speex"]
+        let methods = try names.map { name in (name, try serverCanceller(server, method: name, far: far)) }
+        let loss = ours.echo - ours.left
+        let best = methods.compactMap { $0.1.loss }.max() ?? 0
+        say(String(format: "Echo loss on the server's path (far end only, %.0f s of speech; module-loopback 40 ms, −6 dB; speech frames after 2 s; gain control off):", seconds))
+        say(String(format: "  voice-processing unit (in-process, speex) %.1f dB; module-echo-cancel ", loss)
+            + methods.map { String(format: "aec_method=%@ %.1f dB", $0.0, $0.1.loss ?? 0) }.joined(separator: ", ")
+            + String(format: "; ratio to the better %.2f (target ≥ 1, and ≥ 30 dB)", loss / max(best, 1e-9)))
+        let ourCPU = max(ours.processedCPU - ours.bypassedCPU, 0)
+        say(String(format: "CPU for the processing over the %.0f s call: ours %.3f s (process %.3f s processing, %.3f s bypassed); ", seconds, ourCPU, ours.processedCPU, ours.bypassedCPU)
+            + methods.map { String(format: "module-echo-cancel %@ %.3f s (server %.3f s, %.3f s without it)", $0.0, max($0.1.serverCPU - baseline.serverCPU, 0), $0.1.serverCPU, baseline.serverCPU) }.joined(separator: ", ")
+            + String(format: "; ratio to webrtc's %.2f (target ≤ 1)", ourCPU / max((methods.first?.1.serverCPU ?? 0) - baseline.serverCPU, 1e-9)))
+        var failures: [String] = []
+        if loss < 30 || loss < best { failures.append(String(format: "voice: the unit's echo loss %.1f dB is below 30 dB or the server's %.1f dB", loss, best)) }
+        return failures
     }
 
     /// The comparison table, one column a library.
