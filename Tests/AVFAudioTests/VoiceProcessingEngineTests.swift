@@ -72,6 +72,11 @@ final class VoiceProcessingEngineTests: XCTestCase {
             try engine.start()
             XCTAssertThrowsError(try engine.outputNode.setVoiceProcessingEnabled(false), "a running engine refuses the switch")
             XCTAssertTrue(waitUntil(timeout: 5) { recorded.withLock { $0.count } >= 22050 }, "no input")
+            // The call is described to the server (role phone), and its canceller is not asked
+            // for: one canceller, the engine's.
+            let recording = try server.pactl(["list", "source-outputs"]).components(separatedBy: "Source Output #").first { $0.contains("AudioUnit input") }
+            XCTAssertEqual(recording?.contains("media.role = \"phone\""), true, "the recording stream's role")
+            XCTAssertEqual(recording?.contains("filter.want"), false, "the server's echo canceller was asked for")
             let done = DispatchSemaphore(value: 0)
             let start = recorded.withLock { $0.count }
             player.scheduleBuffer(far, at: nil, options: [], completionCallbackType: .dataPlayedBack) { _ in done.signal() }
