@@ -48,6 +48,7 @@ let package = Package(
             cxxSettings: [.headerSearchPath("system"), .define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD")],
             linkerSettings: [.linkedLibrary("webrtc_audio_processing")]),
         .systemLibrary(name: "CSpeexDSP", providers: [.apt(["libspeexdsp-dev"])]),
+        .systemLibrary(name: "COpus", providers: [.apt(["libopus-dev"])]),
         .target(name: "CAllocCounter"),
         // The child process that puts other clients' volumes back when a ducking process ends.
         .target(name: "CDuckGuard"),
@@ -61,7 +62,7 @@ let package = Package(
         // Device layer: backends, streams, clock, lock-free rings.
         .target(name: "AudioHAL", dependencies: ["CoreAudioTypes", "CPulseAudio", "CDuckGuard"], swiftSettings: strict),
         // FFmpeg: demux/decode, encode/mux, resample.
-        .target(name: "AudioCodecs", dependencies: ["CoreAudioTypes", "CFFmpeg", "CSonic"], swiftSettings: strict),
+        .target(name: "AudioCodecs", dependencies: ["CoreAudioTypes", "CFFmpeg", "CSonic", "COpus"], swiftSettings: strict),
         // The DSP that audio units and engine nodes share: filters, delay lines, sample rings.
         .target(name: "AudioGraph", dependencies: ["CWebRTCAudioProcessing", "CSpeexDSP"], swiftSettings: strict),
         // The device API: AudioObject properties and listeners, IOProcs (re-exports CoreAudioTypes).
@@ -95,6 +96,8 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "openavf-bench", dependencies: ["AVFAudio", "AudioGraph", "AudioTestSupport", "CPulseAudio", "CSoundTouch"], swiftSettings: strict),
+        // Sample code: a two-way call over UDP through a voice-processing engine and Opus.
+        .executableTarget(name: "Intercom", dependencies: ["AVFAudio"], path: "Examples/Intercom", swiftSettings: strict),
         .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
 
         .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),

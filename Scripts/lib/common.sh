@@ -13,6 +13,7 @@ OPENAVF_PACKAGES=(
     libsoundtouch-dev # SoundTouch: the benchmark's time-pitch comparison with libsonic
     libwebrtc-audio-processing-dev  # voice processing (AudioGraph.VoiceProcessor), measured against
     libspeexdsp-dev                 # libspeexdsp's (openavf-bench --only voice)
+    libopus-dev       # Opus decoding with its packet loss concealment (AudioCodecs.PacketDecoder)
     libavcodec-dev    # FFmpeg: codecs
     libavutil-dev
     libswresample-dev # FFmpeg: sample rate conversion

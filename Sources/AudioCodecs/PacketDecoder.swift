@@ -1,7 +1,11 @@
 internal import CFFmpeg
+internal import COpus
 package import CoreAudioTypes
 
-/// Decodes packets of one compressed format to interleaved 32-bit float with FFmpeg.
+/// Decodes packets of one compressed format to interleaved 32-bit float with FFmpeg, and mono or
+/// stereo Opus at Opus's own rates with libopus: an empty Opus packet is a lost one, and comes
+/// out as libopus's concealment of it (as long as the packet before it), which FFmpeg's decoders
+/// cannot give (an empty packet ends their stream). Any other format's empty packet gives nothing.
 ///
 /// Runs on the caller's thread and allocates; never use it on a real-time thread.
 package final class PacketDecoder {
@@ -13,6 +17,11 @@ package final class PacketDecoder {
     private var context: UnsafeMutablePointer<AVCodecContext>?
     private var frame: UnsafeMutablePointer<AVFrame>?
     private var packet: UnsafeMutablePointer<AVPacket>?
+    /// libopus's decoder (Opus, one or two channels), in place of FFmpeg's.
+    private var opus: OpaquePointer?
+    /// The last Opus packet's frames: what a lost one conceals.
+    private var opusPacketFrames = 0
+    private var opusScratch: [Float] = []
 
     /// - Parameters:
     ///   - bytesPerPacket: the constant packet size (IMA4's block), or 0.
@@ -37,6 +46,17 @@ package final class PacketDecoder {
         self.formatID = formatID
         self.channels = channels
         self.sampleRate = sampleRate
+        if formatID == kAudioFormatOpus, channels <= 2, [8000.0, 12000, 16000, 24000, 48000].contains(sampleRate) {
+            var error: Int32 = 0
+            guard let decoder = opus_decoder_create(Int32(sampleRate), Int32(channels), &error), error == OPUS_OK else {
+                throw CodecError(.other, "libopus refused a \(channels)-channel decoder at \(sampleRate) Hz (\(error))")
+            }
+            opus = decoder
+            // 120 ms, the longest Opus packet.
+            opusScratch = [Float](repeating: 0, count: Int(sampleRate) * 12 / 100 * channels)
+            opusPacketFrames = Int(sampleRate) / 50
+            return
+        }
         guard let context = avcodec_alloc_context3(codec), let frame = av_frame_alloc(), let packet = av_packet_alloc() else {
             throw CodecError(.other, "out of memory creating a decoder")
         }
@@ -68,6 +88,7 @@ package final class PacketDecoder {
     }
 
     deinit {
+        if let opus { opus_decoder_destroy(opus) }
         avcodec_free_context(&context)
         av_frame_free(&frame)
         av_packet_free(&packet)
@@ -77,6 +98,7 @@ package final class PacketDecoder {
     /// per frame). Returns the frames appended; a codec with delay may return 0 for early packets.
     @discardableResult
     package func decode(_ bytes: UnsafeRawBufferPointer, into output: inout [Float]) throws -> Int {
+        if let opus { return try decodeOpus(opus, bytes, into: &output) }
         guard let context, let packet else { return 0 }
         guard !bytes.isEmpty else { return 0 }
         guard let size = Int32(exactly: bytes.count) else { throw CodecError(.unsupported, "a packet of \(bytes.count) bytes cannot be decoded") }
@@ -105,7 +127,27 @@ package final class PacketDecoder {
 
     /// Forgets codec state (a seek or a reset).
     package func reset() {
+        if let opus { opus_decoder_init(opus, Int32(sampleRate), Int32(channels)) }
         if let context { avcodec_flush_buffers(context) }
+    }
+
+    /// One Opus packet through libopus; an empty one is concealed.
+    private func decodeOpus(_ decoder: OpaquePointer, _ bytes: UnsafeRawBufferPointer, into output: inout [Float]) throws -> Int {
+        guard let size = Int32(exactly: bytes.count) else { throw CodecError(.unsupported, "a packet of \(bytes.count) bytes cannot be decoded") }
+        let capacity = Int32(opusScratch.count / channels)
+        let frames = opusScratch.withUnsafeMutableBufferPointer { out -> Int32 in
+            if bytes.isEmpty {
+                return opus_decode_float(decoder, nil, 0, out.baseAddress!, Int32(opusPacketFrames), 0)
+            }
+            return opus_decode_float(decoder, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), size, out.baseAddress!, capacity, 0)
+        }
+        guard frames >= 0 else {
+            let reason = String(cString: opus_strerror(frames))
+            throw CodecError(.other, "decoding an Opus packet: \(reason)")
+        }
+        if !bytes.isEmpty { opusPacketFrames = Int(frames) }
+        output.append(contentsOf: opusScratch[0..<(Int(frames) * channels)])
+        return Int(frames)
     }
 
     private func receive(into output: inout [Float]) throws -> Int {

@@ -38,7 +38,7 @@ package final class VoiceProcessor: @unchecked Sendable {
     /// Samples in a frame: 10 ms.
     package let frameLength: Int
     /// How much later than its far-end frame an echo may arrive and still be found.
-    package static let maximumEchoDelay = 0.25
+    package static let maximumEchoDelay = 0.4
     /// speex's filter: how long an echo lasts after the delay found (the room's reflections).
     /// Measured on a recording of the test server's echo path (a loopback, 40 ms): with the
     /// reference moved to the echo, a 50 ms filter left it 45–70 dB down after 2 s, a 200 ms one

@@ -35,6 +35,17 @@ func tool(_ name: String) -> String {
     return path
 }
 
+if arguments.first == "intercom" {
+    // Two intercoms need the private server's sinks: one is started whatever the machine runs.
+    do {
+        let server = try privateServer ?? PrivatePulseServer.serverForThisProcess(kind: .pulseaudio, announce: say)!
+        try intercomDemo(server: server, intercom: tool("Intercom"), seconds: arguments.dropFirst().first.flatMap(Double.init) ?? 8)
+    } catch {
+        fail("The intercom demo failed: \(error)")
+    }
+    exit(0)
+}
+
 let seconds = arguments.first.flatMap(Double.init) ?? 4
 let work = FileManager.default.temporaryDirectory.appendingPathComponent("openavf-memo-\(getpid())")
 try? FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)

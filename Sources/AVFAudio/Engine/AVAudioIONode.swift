@@ -12,6 +12,10 @@ open class AVAudioIONode: AVAudioNode, @unchecked Sendable {
         return v
     }
 
+    /// The I/O unit under the node (both I/O nodes share it, as on macOS): for its device
+    /// (`kAudioOutputUnitProperty_CurrentDevice`) and the like.
+    open var audioUnit: AudioUnit? { unit.ref }
+
     /// Whether the engine's I/O processes voice (``setVoiceProcessingEnabled(_:)``).
     open var isVoiceProcessingEnabled: Bool { attachedEngine?.isVoiceProcessing ?? false }
 

@@ -30,17 +30,19 @@ public typealias AUVoiceIOMutedSpeechActivityEventListener = @Sendable (AUVoiceI
 /// `openavf-bench --only voice`) in 10 ms frames, with what the unit itself plays as the far end,
 /// then out at the client's rate and channel count.
 ///
-/// The far end is lined up by the streams' clocks: each render says when its first frame will be
-/// heard, each capture when its first frame was heard by the microphone (both from the server's
-/// latency reports, in host time); the far-end frame given with a microphone frame is the one
-/// heard as it was captured (a little later, see ``farLead``), so an echo reaches the canceller
-/// after its reference; the processor finds how much after (the room, or a test server's
-/// loopback) up to ``VoiceProcessor/maximumEchoDelay``. The offset between the two streams' frame
-/// counts is kept from the first frame on and moved only where the reports leave it for good, so
-/// that two devices' clocks drifting apart are followed.
+/// The far end is lined up by the two streams' frame counts, which one clock moves together: the
+/// reference given with a microphone frame is the newest far end that is always there when the
+/// frame is processed (the lowest point of the rendered lead, which rises and falls by a render
+/// as the two threads take turns), and the processor finds how much later the echo comes (the
+/// output's and input's buffers, the room, a test server's loopback) up to
+/// ``VoiceProcessor/maximumEchoDelay``. The offset between the counts is kept, so the reference
+/// does not wander; it moves where the reference would run past what was rendered, or lag 20 ms
+/// behind it for good (two devices' clocks drifting apart). The servers' latency reports are
+/// not used: pipewire-pulse's were measured to put "the far end heard now" 5 to 10 ms beyond
+/// what had been rendered.
 ///
 /// Threads: ``renderedOutput(_:frames:channels:time:)`` on the playback stream's real-time thread,
-/// ``captured(_:frames:time:deliver:)`` on the recording stream's; both only use memory made in
+/// ``captured(_:frames:time:)`` on the recording stream's; both only use memory made in
 /// `init`, atomics, and a semaphore post for the muted-speech event (its listener runs on a
 /// thread of its own).
 final class VoiceLink: @unchecked Sendable {
@@ -65,15 +67,6 @@ final class VoiceLink: @unchecked Sendable {
     private let farMono: UnsafeMutablePointer<Float>
     private let farResampled: UnsafeMutablePointer<Float>
     private static let farChunk = 128
-    /// The newest render's first frame: its index in ``far`` and when it is heard. A seqlock: the
-    /// sequence is odd while the writer is between the two stores.
-    private let anchorSequence = Atomic<Int>(0)
-    private let anchorIndex = Atomic<Int>(0)
-    private let anchorHostTime = Atomic<UInt64>(0)
-    /// The far-end frame given with a microphone frame starts this much after the moment the
-    /// microphone frame was captured: the streams' reported latencies are good to a few
-    /// milliseconds, and an echo that arrived before its reference could not be cancelled.
-    static let farLead = 0.005
 
     // MARK: Near end (capture thread)
 
@@ -83,7 +76,9 @@ final class VoiceLink: @unchecked Sendable {
     private var nearHostTime: UInt64 = 0
     private var nearIndex = 0
     private var farOffset: Int?
-    private var measuredOffset = 0.0
+    /// The lowest `ahead` seen in the current two seconds, and the frames watched.
+    private var lowest = Int.max
+    private var framesWatched = 0
     private let clientRate: Double
     private let clientChannels: Int
     private let nearResampler: PullResampler?
@@ -143,12 +138,6 @@ final class VoiceLink: @unchecked Sendable {
     /// Takes what the unit just rendered for the speaker (float interleaved at the output rate):
     /// `time` says when its first frame is heard.
     func renderedOutput(_ samples: UnsafePointer<Float>, frames: Int, channels: Int, time: HALRenderTime) {
-        // The anchor first: this render's first frame lands at the history's next index (the
-        // resampler's few frames of delay aside).
-        anchorSequence.wrappingAdd(1, ordering: .acquiringAndReleasing)
-        anchorIndex.store(far.written, ordering: .relaxed)
-        anchorHostTime.store(time.hostTime, ordering: .relaxed)
-        anchorSequence.wrappingAdd(1, ordering: .releasing)
         var done = 0
         let scale = 1 / Float(channels)
         while done < frames {
@@ -214,7 +203,7 @@ final class VoiceLink: @unchecked Sendable {
                 processor.setGainControl(agc)
                 gainApplied = agc
             }
-            processor.process(near: nearFrame, far: farEnd(at: nearHostTime) ? UnsafePointer(farFrame) : nil)
+            processor.process(near: nearFrame, far: farEnd() ? UnsafePointer(farFrame) : nil)
         }
         if settings.muted.load(ordering: .relaxed) {
             if detector.observe(nearFrame, count: frameLength) != nil { settings.events.post() }
@@ -225,37 +214,31 @@ final class VoiceLink: @unchecked Sendable {
         }
     }
 
-    /// Fills ``farFrame`` with the far end heard from `hostTime` (plus ``farLead``); false when
+    /// Fills ``farFrame`` with the reference for the microphone frame just completed; false when
     /// nothing has played.
-    private func farEnd(at hostTime: UInt64) -> Bool {
-        var index = 0, anchorTime: UInt64 = 0
-        for attempt in 0..<4 {
-            let before = anchorSequence.load(ordering: .acquiring)
-            index = anchorIndex.load(ordering: .relaxed)
-            anchorTime = anchorHostTime.load(ordering: .relaxed)
-            let after = anchorSequence.load(ordering: .acquiring)
-            if before == after && before & 1 == 0 { break }
-            if attempt == 3 { return false }
+    private func farEnd() -> Bool {
+        let written = far.written
+        guard written > 0 else { return false }
+        // The most recent frame a reference could end on now, as an offset from the microphone's
+        // frame count. It rises and falls by a render's worth as the two threads take turns.
+        let ahead = written - nearIndex - frameLength
+        let margin = rate / 1000
+        if farOffset == nil || ahead < farOffset! {
+            // Never past what has been rendered: at the lowest point of that rise and fall.
+            farOffset = ahead - margin
         }
-        guard anchorTime != 0 else { return false }
-        let seconds = (Double(hostTime) - Double(anchorTime)) / 1e9 + Self.farLead
-        // The two streams' frame counts move together (one clock): the offset between them is
-        // taken once and kept, so the reference does not wander with the reports' jitter (a
-        // few milliseconds; the canceller would re-converge at each step). The reports are
-        // followed where they move away for good (two devices' clocks drifting apart): 20 ms
-        // from the kept offset, averaged over a second.
-        let measured = Double(index - nearIndex) + seconds * Double(rate)
-        if let kept = farOffset {
-            measuredOffset += (measured - measuredOffset) * 0.01
-            if abs(measuredOffset - Double(kept)) > Double(rate) * 0.02 { farOffset = Int(measuredOffset.rounded()) }
-        } else {
-            farOffset = Int(measured.rounded())
-            measuredOffset = measured
+        lowest = min(lowest, ahead)
+        framesWatched += 1
+        if framesWatched == 200 {
+            // Every 2 s: a reference lagging more than 20 ms behind what it could be (the two
+            // streams' clocks drifting apart) moves up to the lowest point seen.
+            if lowest - margin > farOffset! + rate / 50 { farOffset = lowest - margin }
+            lowest = .max
+            framesWatched = 0
         }
-        return far.read(from: nearIndex + (farOffset ?? 0), count: frameLength, into: farFrame)
+        return far.read(from: nearIndex + farOffset!, count: frameLength, into: farFrame)
     }
 
-    /// Hands the processed frame on at the client's rate and channels.
     /// Writes the processed frame to ``clientOut`` at the client's rate and channels; returns
     /// the frames written.
     private func emit() -> Int {

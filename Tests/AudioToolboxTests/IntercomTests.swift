@@ -1,0 +1,115 @@
+import AudioTestSupport
+import AudioToolbox
+import Foundation
+import XCTest
+
+/// `Examples/Intercom` (issue 14's call you can hear): two instances on the private server talk
+/// over UDP on loopback, one of them dropping 5 % of its packets and swapping 2 %.
+final class IntercomTests: XCTestCase {
+    /// An input queue on one of the server's sources, its buffers' capture times kept.
+    private func recorder(_ device: String) throws -> (AudioQueueRef, RecordingSink) {
+        var format = lpcm(rate: 48000, channels: 1)
+        let sink = RecordingSink()
+        var queue: AudioQueueRef?
+        XCTAssertEqual(AudioQueueNewInput(&format, RecordingSink.callback, sink.context, nil, nil, 0, &queue), noErr)
+        let q = try XCTUnwrap(queue)
+        let uid: CFString? = device as CFString
+        XCTAssertEqual(withUnsafePointer(to: uid) { AudioQueueSetProperty(q, kAudioQueueProperty_CurrentDevice, $0, UInt32(MemoryLayout<CFString?>.size)) }, noErr)
+        for _ in 0..<4 {
+            var buffer: AudioQueueBufferRef?
+            XCTAssertEqual(AudioQueueAllocateBuffer(q, 960 * 2, &buffer), noErr)
+            XCTAssertEqual(AudioQueueEnqueueBuffer(q, buffer!, 0, nil), noErr)
+        }
+        XCTAssertEqual(AudioQueueStart(q, nil), noErr)
+        return (q, sink)
+    }
+
+    func testACallOverALossyNetworkIsIntelligible() throws {
+        let server = try TestSound.server()
+        let tool = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("Intercom").path
+        guard FileManager.default.isExecutableFile(atPath: tool) else { return XCTFail("Intercom is not built beside the tests: run swift build --build-tests") }
+        // A's speaker, and B's microphone (a silent room).
+        var modules: [String] = []
+        for name in ["farend", "hush"] {
+            modules.append(
+                try server.pactl(["load-module", "module-null-sink", "sink_name=\(name)", "rate=48000", "channels=1", "format=float32le"])
+                    .trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        defer { for m in modules { _ = try? server.pactl(["unload-module", m]) } }
+
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("intercom-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let base = 20000 + Int(getpid() % 10000) * 2
+        let environment = ProcessInfo.processInfo.environment.merging(server.environment) { $1 }
+        func start(_ name: String, _ arguments: [String]) throws -> (ChildProcess, String) {
+            let out = dir.appendingPathComponent("\(name).out").path
+            return (try ChildProcess(tool, arguments + ["--quiet"], environment: environment, stdout: .file(out), stderr: .file(out + ".err")), out)
+        }
+        // A talks (the test's speech into micfeed) over the bad network; B plays it on the speaker.
+        let (a, aOut) = try start("a", ["--port", "\(base)", "--peer", "127.0.0.1:\(base + 1)", "--input", "micfeed.monitor", "--output", "farend",
+                                        "--loss", "0.05", "--reorder", "0.02", "--seed", "7"])
+        let (b, bOut) = try start("b", ["--port", "\(base + 1)", "--peer", "127.0.0.1:\(base)", "--input", "hush.monitor", "--output", "speaker"])
+        defer {
+            _ = a.terminate()
+            _ = b.terminate()
+        }
+        let ready = { (path: String) in ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").contains("ready") }
+        XCTAssertTrue(waitUntil(timeout: 15) { ready(aOut) && ready(bOut) }, "the intercoms did not start: \((try? String(contentsOfFile: aOut + ".err", encoding: .utf8)) ?? "")")
+
+        let (micQueue, mic) = try recorder("micfeed.monitor")
+        let (earQueue, ear) = try recorder("speaker.monitor")
+        XCTAssertTrue(waitUntil(timeout: 5) { mic.callbackCount >= 25 && ear.callbackCount >= 25 }, "the recorders did not start")
+        var words = try VoiceSignals.speech(VoiceSignals.nearText, voice: VoiceSignals.nearVoice, sampleRate: 48000, in: dir)
+        words = Array(VoiceSignals.scaled(words, toSpeechRMS: -20, sampleRate: 48000).prefix(48000 * 8))
+        let player = try SignalPlayer(server: server, device: "micfeed", samples: words, sampleRate: 48000)
+        player.waitUntilDone()
+        let target = ear.callbackCount + 25
+        XCTAssertTrue(waitUntil(timeout: 5) { ear.callbackCount >= target })
+        for (q, sink) in [(micQueue, mic), (earQueue, ear)] {
+            sink.lock.lock()
+            sink.keepGoing = false
+            sink.lock.unlock()
+            AudioQueueStop(q, true)
+            AudioQueueDispose(q, true)
+        }
+        _ = a.terminate()
+        _ = b.terminate()
+        print(((try? String(contentsOfFile: aOut, encoding: .utf8)) ?? "") + ((try? String(contentsOfFile: bOut, encoding: .utf8)) ?? ""))
+
+        // The words as the microphone heard them, found in what the far speaker played.
+        let heard = mic.samples, played = ear.samples
+        let onset = try XCTUnwrap(SignalAnalysis.onset(heard, threshold: 0.01), "nothing reached the microphone")
+        let spoken = Array(heard[onset..<min(heard.count, onset + 48000 * 6)])
+        // The call's lag, from its first two seconds of words.
+        let head = SignalAnalysis.align(Array(spoken.prefix(96000)), in: played, maxLag: max(0, played.count - 96000))
+        XCTAssertGreaterThan(head.correlation, 0.5, "the first words are not in what the speaker played")
+        // Then half a second at a time, each lined up within two packets of the one before: where
+        // the jitter buffer ran dry, the rest of the call plays a packet (20 ms) later, which a
+        // listener does not hear but one alignment for the whole call would count as lost
+        // words. The figure is the halves' mean, weighted by loudness.
+        var weighted = 0.0, weights = 0.0
+        var lag = head.lag - onset
+        for start in stride(from: onset, to: onset + spoken.count - 24000, by: 24000) {
+            let window = Array(heard[start..<(start + 24000)])
+            guard SignalAnalysis.rmsDB(window[...]) > -40 else { continue }
+            let from = max(0, start + lag - 1920)
+            guard from + 24000 + 3840 <= played.count else { break }
+            let best = SignalAnalysis.align(window, in: Array(played[from..<(from + 24000 + 3840)]), maxLag: 3840)
+            let energy = window.reduce(0.0) { $0 + Double($1) * Double($1) }
+            weighted += best.correlation * energy
+            weights += energy
+            if best.correlation > 0.5 { lag = from + best.lag - start }
+        }
+        let intelligible = weights > 0 ? weighted / weights : 0
+        print(String(format: "intercom: correlation with the words sent %.3f (half seconds lined up)", intelligible))
+        XCTAssertGreaterThanOrEqual(intelligible, 0.8, "the words through the call")
+        // Mouth to ear: from when the microphone captured a sample to when the speaker played it,
+        // by the two recordings' capture times, over the first words.
+        let micStart = Double(mic.stamps[0].mHostTime) / 1e9, earStart = Double(ear.stamps[0].mHostTime) / 1e9
+        let latency = (earStart + Double(head.lag) / 48000) - (micStart + Double(onset) / 48000)
+        print(String(format: "intercom: mouth-to-ear latency %.1f ms (20 ms packets, 10 ms I/O buffers; target ≤ 120 ms)", latency * 1000))
+        XCTAssertGreaterThan(latency, 0.02, "a latency below a packet is a broken measurement")
+        XCTAssertLessThan(latency, 0.3)
+    }
+}
