@@ -16,17 +16,24 @@ final class JitterBuffer: @unchecked Sendable {
     private var next: UInt32?
     private var newest: UInt32 = 0
     let depth: Int
-    private(set) var lostCount = 0
-    private(set) var lateCount = 0
-    private(set) var skippedCount = 0
+    private var lost = 0
+    private var late = 0
+    private var skipped = 0
+    /// How far from the newest a sequence number may be and still belong to this stream; beyond
+    /// it the peer started over (or a stray datagram came): the buffer starts afresh.
+    private let window: UInt32 = 1000
 
     init(depth: Int) { self.depth = depth }
 
     func insert(sequence: UInt32, payload: [UInt8]) {
         lock.lock()
         defer { lock.unlock() }
+        if next != nil, Int32(bitPattern: sequence &- newest).magnitude > window {
+            packets.removeAll()
+            next = nil
+        }
         if let next, Int32(bitPattern: sequence &- next) < 0 {
-            lateCount += 1
+            late += 1
             return
         }
         packets[sequence] = payload
@@ -44,20 +51,20 @@ final class JitterBuffer: @unchecked Sendable {
             // depth, so the call's latency does not keep the backlog.
             let resume = newest &- UInt32(depth)
             while at != resume {
-                if packets.removeValue(forKey: at) != nil { skippedCount += 1 }
+                if packets.removeValue(forKey: at) != nil { skipped += 1 }
                 at &+= 1
             }
         }
         next = at &+ 1
         if let payload = packets.removeValue(forKey: at) { return .packet(payload) }
-        lostCount += 1
+        lost += 1
         return .lost
     }
 
-    /// Packets waiting (for the level line).
-    var waiting: Int {
+    /// Packets lost, come too late, and skipped (for the level line).
+    var counts: (lost: Int, late: Int, skipped: Int) {
         lock.lock()
         defer { lock.unlock() }
-        return packets.count
+        return (lost, late, skipped)
     }
 }

@@ -218,7 +218,14 @@ func run() throws {
     // The microphone: 20 ms at a time, encoded and sent (some dropped or swapped when asked).
     let sender = Sender(link: link, encoder: encoder, options: options)
     let flowing = DispatchSemaphore(value: 0)
-    engine.inputNode.installTap(onBus: 0, bufferSize: AVAudioFrameCount(OpusEncoder.frames), format: nil) { buffer, _ in
+    // The microphone at 48 kHz mono whatever the device's format: through a mixer of its own,
+    // whose way into the main mixer is silent (the call does not play its own microphone).
+    let microphone = AVAudioMixerNode()
+    engine.attach(microphone)
+    engine.connect(engine.inputNode, to: microphone, format: engine.inputNode.outputFormat(forBus: 0))
+    engine.connect(microphone, to: engine.mainMixerNode, format: format)
+    microphone.volume = 0
+    microphone.installTap(onBus: 0, bufferSize: AVAudioFrameCount(OpusEncoder.frames), format: nil) { buffer, _ in
         guard buffer.format.sampleRate == 48000, Int(buffer.frameLength) == OpusEncoder.frames, let samples = buffer.floatChannelData?[0] else { return }
         micLevel.withLock { $0 = level(UnsafeBufferPointer(start: samples, count: OpusEncoder.frames)) }
         if sender.send(samples) == 1 { flowing.signal() }
@@ -261,12 +268,14 @@ func run() throws {
         Thread.sleep(forTimeInterval: 0.25)
         if !options.quiet {
             let mic = micLevel.withLock { $0 }, peer = peerLevel.withLock { $0 }
-            let line = String(format: "\rmic %6.1f dBFS %@  peer %6.1f dBFS %@  lost %d late %d", mic, bar(mic), peer, bar(peer), jitter.lostCount, jitter.lateCount)
+            let counts = jitter.counts
+            let line = String(format: "\rmic %6.1f dBFS %@  peer %6.1f dBFS %@  lost %d late %d", mic, bar(mic), peer, bar(peer), counts.lost, counts.late)
             FileHandle.standardError.write(Data(line.utf8))
         }
     }
     engine.stop()
-    FileHandle.standardOutput.write(Data("lost \(jitter.lostCount), late \(jitter.lateCount)\n".utf8))
+    let counts = jitter.counts
+    FileHandle.standardOutput.write(Data("lost \(counts.lost), late \(counts.late), skipped \(counts.skipped)\n".utf8))
 }
 
 /// The decoded voice between the player thread and the render block: one writer, one reader; the

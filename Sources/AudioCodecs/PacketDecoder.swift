@@ -1,9 +1,10 @@
 internal import CFFmpeg
 internal import COpus
+internal import Glibc
 package import CoreAudioTypes
 
 /// Decodes packets of one compressed format to interleaved 32-bit float with FFmpeg, and mono or
-/// stereo Opus at Opus's own rates with libopus: an empty Opus packet is a lost one, and comes
+/// stereo Opus of one stream (mapping family 0) at Opus's own rates with libopus: an empty Opus packet is a lost one, and comes
 /// out as libopus's concealment of it (as long as the packet before it), which FFmpeg's decoders
 /// cannot give (an empty packet ends their stream). Any other format's empty packet gives nothing.
 ///
@@ -22,6 +23,8 @@ package final class PacketDecoder {
     /// The last Opus packet's frames: what a lost one conceals.
     private var opusPacketFrames = 0
     private var opusScratch: [Float] = []
+    /// The stream's output gain (OpusHead's), as a factor.
+    private var opusGain: Float = 1
 
     /// - Parameters:
     ///   - bytesPerPacket: the constant packet size (IMA4's block), or 0.
@@ -46,7 +49,15 @@ package final class PacketDecoder {
         self.formatID = formatID
         self.channels = channels
         self.sampleRate = sampleRate
-        if formatID == kAudioFormatOpus, channels <= 2, [8000.0, 12000, 16000, 24000, 48000].contains(sampleRate) {
+        // OpusHead (the cookie's Ogg form): its channel mapping family (0: one stream, what
+        // libopus's plain decoder takes) and its output gain (Q7.8 dB, which FFmpeg applies).
+        let head = formatID == kAudioFormatOpus ? MagicCookie.extradata(fromCookie: cookie, formatID: formatID) : []
+        let family = head.count >= 19 ? head[18] : 0
+        if formatID == kAudioFormatOpus, channels <= 2, family == 0, [8000.0, 12000, 16000, 24000, 48000].contains(sampleRate) {
+            if head.count >= 18 {
+                let q78 = Int16(bitPattern: UInt16(head[16]) | UInt16(head[17]) << 8)
+                opusGain = Float(pow(10, Double(q78) / 256 / 20))
+            }
             var error: Int32 = 0
             guard let decoder = opus_decoder_create(Int32(sampleRate), Int32(channels), &error), error == OPUS_OK else {
                 throw CodecError(.other, "libopus refused a \(channels)-channel decoder at \(sampleRate) Hz (\(error))")
@@ -127,7 +138,11 @@ package final class PacketDecoder {
 
     /// Forgets codec state (a seek or a reset).
     package func reset() {
-        if let opus { opus_decoder_init(opus, Int32(sampleRate), Int32(channels)) }
+        if let opus {
+            // Cannot fail for a rate and channel count the decoder was made with.
+            _ = opus_decoder_init(opus, Int32(sampleRate), Int32(channels))
+            opusPacketFrames = Int(sampleRate) / 50
+        }
         if let context { avcodec_flush_buffers(context) }
     }
 
@@ -146,7 +161,11 @@ package final class PacketDecoder {
             throw CodecError(.other, "decoding an Opus packet: \(reason)")
         }
         if !bytes.isEmpty { opusPacketFrames = Int(frames) }
-        output.append(contentsOf: opusScratch[0..<(Int(frames) * channels)])
+        if opusGain == 1 {
+            output.append(contentsOf: opusScratch[0..<(Int(frames) * channels)])
+        } else {
+            output.append(contentsOf: opusScratch[0..<(Int(frames) * channels)].map { $0 * opusGain })
+        }
         return Int(frames)
     }
 

@@ -50,6 +50,23 @@ package final class EchoDelayEstimator: @unchecked Sendable {
         correlation.deallocate()
     }
 
+    /// The far end's timeline moved `samples` later (the caller reads newer audio as the
+    /// reference): an echo's delay behind it grows by as much, so what was correlated moves to
+    /// the longer lags (the shortest start empty; the longest fall off). No allocation.
+    package func shift(by samples: Int) {
+        let blocks = Int((Double(samples) / Double(blockLength)).rounded())
+        guard blocks != 0 else { return }
+        if blocks > 0 {
+            var lag = maximumDelay
+            while lag >= 0 {
+                correlation[lag] = lag - blocks >= 0 ? correlation[lag - blocks] : 0
+                lag -= 1
+            }
+        } else {
+            for lag in 0...maximumDelay { correlation[lag] = lag - blocks <= maximumDelay ? correlation[lag - blocks] : 0 }
+        }
+    }
+
     /// Takes `count` samples of each, on one timeline (the far end's sample `i` was playing when
     /// the microphone's sample `i` was captured, by the streams' clocks).
     package func push(far: UnsafePointer<Float>, near: UnsafePointer<Float>, count: Int) {

@@ -174,6 +174,13 @@ package final class VoiceProcessor: @unchecked Sendable {
         }
     }
 
+    /// The caller's reference moved by `frames` (later audio: positive): the echo's delay behind
+    /// it changes by as much, here and in the estimate. A real-time thread may call it.
+    package func moveReference(by frames: Int) {
+        referenceDelay = min(max(referenceDelay + frames, 0), historyLength - 2 * frameLength)
+        estimatorRef?._withUnsafeGuaranteedRef { $0.shift(by: frames) }
+    }
+
     /// Keeps `far` (silence when nil), estimates the echo's delay against `near` (before any
     /// processing), and returns the far end as the canceller is to see it: ``referenceDelay``
     /// samples late.

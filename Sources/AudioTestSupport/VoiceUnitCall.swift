@@ -79,7 +79,7 @@ public final class VoiceUnitCall: @unchecked Sendable {
         free(list.unsafeMutablePointer)
     }
 
-    private static func failure(_ what: String) -> PrivatePulseServer.Failure { PrivatePulseServer.Failure(description: "VoiceUnitCall: \(what)") }
+    static func failure(_ what: String) -> PrivatePulseServer.Failure { PrivatePulseServer.Failure(description: "VoiceUnitCall: \(what)") }
 
     /// Sets one of the unit's `kAUVoiceIOProperty_…` switches.
     @discardableResult

@@ -260,7 +260,7 @@ enum Bench {
                     let callFrames = 48000 * (short ? 12 : 60)
                     while far.count < callFrames { far += far }
                     far = Array(far.prefix(callFrames))
-                    failures += try VoiceBench.reportServer(server, far: far, say: say)
+                    failures += try VoiceBench.reportServer(server, far: far, talker: !short, say: say)
                 }
             } catch {
                 failures.append("voice: \(error)")

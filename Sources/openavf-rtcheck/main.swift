@@ -582,7 +582,8 @@ let voiceUnitScenario = Scenario(name: "voice-unit", libpulseOwn: capturedBlockR
     // The processor's first second (the delay estimate settles) before either window.
     try audio(captured, seconds: 1)
     let capture = try watching(call.captureThread) {
-        try audio(captured, seconds: 3)
+        // Ten seconds in all with processing on (issue 14's line), switches flipped on the way.
+        try audio(captured, seconds: 6)
         try flip(kAUVoiceIOProperty_VoiceProcessingEnableAGC, 0)
         try flip(kAUVoiceIOProperty_MuteOutput, 1)
         try audio(captured, seconds: 1)
@@ -591,7 +592,7 @@ let voiceUnitScenario = Scenario(name: "voice-unit", libpulseOwn: capturedBlockR
         try flip(kAUVoiceIOProperty_BypassVoiceProcessing, 1)
         try audio(captured, seconds: 1)
         try flip(kAUVoiceIOProperty_BypassVoiceProcessing, 0)
-        try audio(captured, seconds: 1)
+        try audio(captured, seconds: 2)
     }
     let playback = try watching(call.renderThread) { try audio(rendered, seconds: 3) }
     return capture + playback

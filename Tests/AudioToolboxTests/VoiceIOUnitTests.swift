@@ -33,6 +33,24 @@ final class VoiceIOUnitTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(echo - left, 30, "echo return loss enhancement")
     }
 
+    /// Issue 14's lines 2–4 through the unit on the server: a near talker comes through double
+    /// talk, noise between words goes and the words stay, a quiet talker is brought up and a loud
+    /// one does not clip (the talker, noise and far end played into the microphone's sink).
+    func testATalkerComesThroughTheUnitAsTheIssueAsks() throws {
+        let server = try TestSound.server()
+        let path = try AcousticPath(server: server)
+        defer { path.close() }
+        let f = try VoiceUnitCall.serverFigures(server: server, in: dir)
+        print(String(format: "through the unit: double talk %.3f, %+.1f dB; noise -%.1f dB, words %.3f; quiet talker %.1f dBFS; loud talker's peak %.1f dBFS",
+                     f.doubleTalkCorrelation, f.doubleTalkLevel, f.noiseReduction, f.wordsKept, f.quietTalkerLevel, f.loudTalkerPeak))
+        XCTAssertGreaterThanOrEqual(f.doubleTalkCorrelation, 0.9, "the near voice through double talk")
+        XCTAssertGreaterThanOrEqual(f.doubleTalkLevel, -3, "the near voice's level through double talk")
+        XCTAssertGreaterThanOrEqual(f.noiseReduction, 15, "noise between words")
+        XCTAssertGreaterThanOrEqual(f.wordsKept, 0.9, "words under noise")
+        XCTAssertEqual(f.quietTalkerLevel, -20, accuracy: 6, "a talker at -40 dBFS after 3 s")
+        XCTAssertLessThan(f.loudTalkerPeak, 0, "a talker peaking at -6 dBFS clips")
+    }
+
     /// Bypassed, the unit hands over the microphone untouched: a chirp played into `micfeed`
     /// comes out sample for sample (issue 14's fifth line).
     func testBypassGivesTheMicrophoneBitForBit() throws {
@@ -104,8 +122,8 @@ final class VoiceIOUnitTests: XCTestCase {
         XCTAssertTrue(waitUntil(timeout: 3) { events.all.count >= 2 }, "no end of muted speech")
         call.stop()
         let got = events.all
-        XCTAssertEqual(got.first?.0, kAUVoiceIOSpeechActivityHasStarted)
-        XCTAssertEqual(got.dropFirst().first?.0, kAUVoiceIOSpeechActivityHasEnded)
+        XCTAssertEqual(got.first?.0, .hasStarted)
+        XCTAssertEqual(got.dropFirst().first?.0, .hasEnded)
         let delay = Double((got.first?.1 ?? spoke) &- spoke) / 1e9
         XCTAssertLessThanOrEqual(delay, 0.5, "the event came \(delay) s after the words began")
         let recording = call.recording

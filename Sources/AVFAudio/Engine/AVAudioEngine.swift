@@ -136,15 +136,16 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     }
 
     /// Voice processing on the engine's I/O (``AVAudioIONode/setVoiceProcessingEnabled(_:)``):
-    /// both I/O nodes at once, the input turned on, the engine stopped.
+    /// both I/O nodes at once, the input turned on (when turning it on), the engine stopped.
     func setVoiceProcessing(_ on: Bool) throws {
-        let input = inputNode
+        // Turning it on turns the microphone on; turning it off touches nothing else.
+        if on { _ = inputNode }
         lock.lock()
         defer { lock.unlock() }
         guard !running else { throw statusError(kAudioUnitErr_CannotDoInCurrentContext, "setVoiceProcessingEnabled: the engine is running") }
+        guard let unit = madeIOUnit else { return }
         var status = noErr
         reconfigure {
-            let unit = input.unit
             let wasInitialized = unit.isInitialized
             if wasInitialized { AudioUnitUninitialize(unit.ref) }
             status = unit.setVoiceProcessing(on)

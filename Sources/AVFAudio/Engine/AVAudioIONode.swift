@@ -98,7 +98,7 @@ open class AVAudioInputNode: AVAudioIONode, AVAudioMixing, @unchecked Sendable {
         let status: OSStatus
         if let listenerBlock {
             let listener: AUVoiceIOMutedSpeechActivityEventListener = { event in
-                listenerBlock(event == kAUVoiceIOSpeechActivityHasStarted ? .started : .ended)
+                listenerBlock(event == .hasStarted ? .started : .ended)
             }
             status = withUnsafePointer(to: listener) {
                 AudioUnitSetProperty(

@@ -53,6 +53,9 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     /// streams' threads.
     private var voiceLink: VoiceLink?
     fileprivate var voiceLinkRef: Unmanaged<VoiceLink>?
+    /// Streams a callback stopping its own unit left to a helper to close: a start waits for
+    /// them, so that their threads are gone before the unit's link and rings are replaced.
+    private let closing = DispatchGroup()
     private var outputEnabled = true
     private var inputEnabled = false
     /// The device chosen through `kAudioOutputUnitProperty_CurrentDevice` (server names), or nil.
@@ -263,9 +266,14 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     }
 
     func start() -> OSStatus {
-        lock.withLock { _ in
+        closing.wait()
+        return lock.withLock { _ in
             guard isInitialized else { return kAudioUnitErr_Uninitialized }
             guard !running.load(ordering: .relaxed) else { return noErr }
+            // No stream runs now: the last run's link goes (a unit whose processing was turned
+            // off since must not find it).
+            voiceLinkRef = nil
+            voiceLink = nil
             do throws(HALError) {
                 let backend = try AudioSystem.current.backend()
                 if let voice {
@@ -347,10 +355,21 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         }
         if onRenderThread {
             // A callback stopping its own unit: the thread cannot end itself; a helper closes it.
+            // The link stays until the next start or uninitialize, which wait for the helper.
             let boxed = StreamsToClose(streams: streams)
-            DispatchQueue.global().async { for s in boxed.streams { s.close() } }
+            closing.enter()
+            DispatchQueue.global().async { [closing] in
+                for s in boxed.streams { s.close() }
+                closing.leave()
+            }
         } else {
             for s in streams { s.close() }
+            lock.withLock { _ in
+                if !running.load(ordering: .relaxed) {
+                    voiceLinkRef = nil
+                    voiceLink = nil
+                }
+            }
         }
         return noErr
     }
@@ -365,15 +384,20 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     }
 
     override func uninitialize() {
+        closing.wait()
         if running.load(ordering: .relaxed) {
             running.store(false, ordering: .relaxed)
             closeStreams()
         }
+        voiceLinkRef = nil
+        voiceLink = nil
         super.uninitialize()
     }
 
     override func dispose() {
         _ = stop()
+        closing.wait()
+        voiceSettings?.events.close()
         super.dispose()
     }
 

@@ -14,10 +14,11 @@ public let kAUVoiceIOProperty_MuteOutput: AudioUnitPropertyID = 2104
 /// speech starts or ends while the uplink is muted.
 public let kAUVoiceIOProperty_MutedSpeechActivityEventListener: AudioUnitPropertyID = 2106
 
-/// Apple's `AUVoiceIOSpeechActivityEvent`.
-public typealias AUVoiceIOSpeechActivityEvent = Int32
-public let kAUVoiceIOSpeechActivityHasStarted: AUVoiceIOSpeechActivityEvent = 0
-public let kAUVoiceIOSpeechActivityHasEnded: AUVoiceIOSpeechActivityEvent = 1
+/// Apple's `AUVoiceIOSpeechActivityEvent`, as Swift sees it.
+public enum AUVoiceIOSpeechActivityEvent: UInt32, Sendable {
+    case hasStarted = 0
+    case hasEnded = 1
+}
 
 /// Apple's `AUVoiceIOMutedSpeechActivityEventListener`. Apple's is a block; here a Swift closure,
 /// passed the same way: `AudioUnitSetProperty(unit, kAUVoiceIOProperty_MutedSpeechActivityEventListener,
@@ -53,6 +54,8 @@ final class VoiceLink: @unchecked Sendable {
     private let processor: VoiceProcessor
 
     private let settings: VoiceSettings
+    /// Its events unretained, for the capture thread (a call through `settings.events` retains).
+    private let eventsRef: Unmanaged<MutedSpeechEvents>
     /// What the processor was last told (capture thread only).
     private var gainApplied = true
 
@@ -85,7 +88,6 @@ final class VoiceLink: @unchecked Sendable {
     private let nearResampled: UnsafeMutablePointer<Float>
     private let clientOut: UnsafeMutablePointer<Float>
     private static let nearChunk = 64
-    private var detector = SpeechDetector()
 
     /// A link for output at `outputRate`, and a client input of
     /// `inputRate` with `inputChannels`. Nil when the processor cannot be made.
@@ -95,6 +97,7 @@ final class VoiceLink: @unchecked Sendable {
         guard let processor = VoiceProcessor(library: .speex, sampleRate: rate) else { return nil }
         self.rate = rate
         self.settings = settings
+        eventsRef = .passUnretained(settings.events)
         frameLength = rate / 100
         self.processor = processor
         far = FarHistory(capacity: rate * 2)
@@ -206,11 +209,11 @@ final class VoiceLink: @unchecked Sendable {
             processor.process(near: nearFrame, far: farEnd() ? UnsafePointer(farFrame) : nil)
         }
         if settings.muted.load(ordering: .relaxed) {
-            if detector.observe(nearFrame, count: frameLength) != nil { settings.events.post() }
+            if settings.detector.observe(nearFrame, count: frameLength) != nil { eventsRef._withUnsafeGuaranteedRef { $0.post() } }
             nearFrame.update(repeating: 0, count: frameLength)
-        } else if detector.speaking {
-            detector.reset()
-            settings.events.post()
+        } else if settings.detector.speaking {
+            settings.detector.reset()
+            eventsRef._withUnsafeGuaranteedRef { $0.post() }
         }
     }
 
@@ -223,20 +226,28 @@ final class VoiceLink: @unchecked Sendable {
         // frame count. It rises and falls by a render's worth as the two threads take turns.
         let ahead = written - nearIndex - frameLength
         let margin = rate / 1000
-        if farOffset == nil || ahead < farOffset! {
-            // Never past what has been rendered: at the lowest point of that rise and fall.
+        if farOffset == nil {
             farOffset = ahead - margin
+        } else if ahead < farOffset! {
+            // Never past what has been rendered: at the lowest point of that rise and fall.
+            move(to: ahead - margin)
         }
         lowest = min(lowest, ahead)
         framesWatched += 1
         if framesWatched == 200 {
             // Every 2 s: a reference lagging more than 20 ms behind what it could be (the two
             // streams' clocks drifting apart) moves up to the lowest point seen.
-            if lowest - margin > farOffset! + rate / 50 { farOffset = lowest - margin }
+            if lowest - margin > farOffset! + rate / 50 { move(to: lowest - margin) }
             lowest = .max
             framesWatched = 0
         }
         return far.read(from: nearIndex + farOffset!, count: frameLength, into: farFrame)
+    }
+
+    /// Moves the reference, and tells the processor: the echo's delay behind it moves as much.
+    private func move(to offset: Int) {
+        processor.moveReference(by: offset - (farOffset ?? offset))
+        farOffset = offset
     }
 
     /// Writes the processed frame to ``clientOut`` at the client's rate and channels; returns
@@ -281,6 +292,9 @@ final class VoiceSettings: @unchecked Sendable {
     let gainControl = Atomic<Bool>(true)
     let muted = Atomic<Bool>(false)
     let events = MutedSpeechEvents()
+    /// Whether someone speaks into the muted microphone: the capture thread's only. It lives as
+    /// long as the unit, so its starts and ends alternate whatever stops and starts between.
+    var detector = SpeechDetector()
 
     /// The switch property `id` (bypass, gain control or mute).
     func value(_ id: AudioUnitPropertyID) -> Bool {
@@ -381,11 +395,11 @@ struct SpeechDetector {
         }
         if !speaking && loud >= 3 {
             speaking = true
-            return kAUVoiceIOSpeechActivityHasStarted
+            return .hasStarted
         }
         if speaking && quiet >= 50 {
             speaking = false
-            return kAUVoiceIOSpeechActivityHasEnded
+            return .hasEnded
         }
         return nil
     }
@@ -393,17 +407,31 @@ struct SpeechDetector {
 
 /// Carries muted-speech events from the capture thread (a counter and a semaphore post) to the
 /// listener, on a thread of its own made when a listener is set. Events alternate, a start
-/// first (``SpeechDetector``), so a count says which each one is.
+/// first (``SpeechDetector``, which lives as long as the unit), so a count says which each one
+/// is. ``close()`` (the unit's dispose) ends the thread; a listener call already under way
+/// finishes.
 final class MutedSpeechEvents: @unchecked Sendable {
     private let posted = Atomic<Int>(0)
     private var delivered = 0
-    private let wakeup = Wakeup()
+    /// The listener thread's semaphore, held directly: a call into another module's class
+    /// (AudioHAL's Wakeup) retained it on the capture thread.
+    private let semaphore: UnsafeMutablePointer<sem_t>
     private let state = Mutex<(listener: AUVoiceIOMutedSpeechActivityEventListener?, thread: Bool, ending: Bool)>((nil, false, false))
 
-    /// The next event happened (real-time safe).
+    init() {
+        semaphore = .allocate(capacity: 1)
+        sem_init(semaphore, 0, 0)
+    }
+
+    deinit {
+        sem_destroy(semaphore)
+        semaphore.deallocate()
+    }
+
+    /// The next event happened (real-time safe: an atomic and a semaphore post).
     func post() {
         posted.wrappingAdd(1, ordering: .releasing)
-        wakeup.signal()
+        sem_post(semaphore)
     }
 
     var listener: AUVoiceIOMutedSpeechActivityEventListener? {
@@ -418,6 +446,9 @@ final class MutedSpeechEvents: @unchecked Sendable {
             return true
         }
         guard start else { return }
+        // Events from before the first listener are not replayed, except that speech going on
+        // now (an odd count: a start without its end) is said once.
+        delivered = posted.load(ordering: .acquiring) & ~1
         let thread = Thread { [self] in run() }
         thread.name = "VoiceIO speech events"
         thread.start()
@@ -430,17 +461,17 @@ final class MutedSpeechEvents: @unchecked Sendable {
             s.listener = nil
             return s.thread
         }
-        if running { wakeup.signal() }
+        if running { sem_post(semaphore) }
     }
 
     private func run() {
         while true {
-            wakeup.wait()
+            while sem_wait(semaphore) != 0 && errno == EINTR {}
             let (listener, ending) = state.withLock { ($0.listener, $0.ending) }
             if ending { return }
             let now = posted.load(ordering: .acquiring)
             while delivered < now {
-                listener?(delivered % 2 == 0 ? kAUVoiceIOSpeechActivityHasStarted : kAUVoiceIOSpeechActivityHasEnded)
+                listener?(delivered % 2 == 0 ? .hasStarted : .hasEnded)
                 delivered += 1
             }
         }
