@@ -7,26 +7,16 @@ import Foundation
 /// recorded here: what B's user hears, with how much of the words came through and how late.
 /// Both print their level lines.
 func intercomDemo(server: PrivatePulseServer, intercom: String, seconds: Double) throws {
-    var modules: [String] = []
-    for name in ["farend", "hush"] {
-        modules.append(
-            try server.pactl(["load-module", "module-null-sink", "sink_name=\(name)", "rate=48000", "channels=1", "format=float32le"])
-                .trimmingCharacters(in: .whitespacesAndNewlines))
-    }
-    defer { for m in modules { _ = try? server.pactl(["unload-module", m]) } }
+    let room = try IntercomRoom(server: server)
+    defer { room.close() }
     let work = FileManager.default.temporaryDirectory.appendingPathComponent("openavf-intercom-\(getpid())")
     try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: work) }
 
-    let port = 20000 + Int(getpid() % 10000) * 2
     let common = ["--seconds", String(seconds + 2)]
-    say("Intercom A (microphone micfeed, speaker farend) on port \(port), B (a silent room, speaker) on port \(port + 1), UDP on loopback:")
-    let a = try ChildProcess(
-        intercom, ["--port", "\(port)", "--peer", "127.0.0.1:\(port + 1)", "--input", "micfeed.monitor", "--output", "farend"] + common,
-        environment: server.environment, stdout: .inherit, stderr: .inherit)
-    let b = try ChildProcess(
-        intercom, ["--port", "\(port + 1)", "--peer", "127.0.0.1:\(port)", "--input", "hush.monitor", "--output", "speaker", "--quiet"] + common,
-        environment: server.environment, stdout: .inherit, stderr: .inherit)
+    say("Intercom A (microphone micfeed, speaker farend) on port \(room.port), B (a silent room, speaker) on port \(room.port + 1), UDP on loopback:")
+    let a = try ChildProcess(intercom, room.talkerArguments + common, environment: server.environment, stdout: .inherit, stderr: .inherit)
+    let b = try ChildProcess(intercom, room.listenerArguments + common + ["--quiet"], environment: server.environment, stdout: .inherit, stderr: .inherit)
     let heard = try SignalCapture(server: server, device: "speaker.monitor")
     Thread.sleep(forTimeInterval: 1)
     let text = "Hello from the other side. This call runs through a voice processing engine and Opus, over UDP."

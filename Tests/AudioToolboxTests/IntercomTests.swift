@@ -28,28 +28,20 @@ final class IntercomTests: XCTestCase {
         let server = try TestSound.server()
         let tool = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("Intercom").path
         guard FileManager.default.isExecutableFile(atPath: tool) else { return XCTFail("Intercom is not built beside the tests: run swift build --build-tests") }
-        // A's speaker, and B's microphone (a silent room).
-        var modules: [String] = []
-        for name in ["farend", "hush"] {
-            modules.append(
-                try server.pactl(["load-module", "module-null-sink", "sink_name=\(name)", "rate=48000", "channels=1", "format=float32le"])
-                    .trimmingCharacters(in: .whitespacesAndNewlines))
-        }
-        defer { for m in modules { _ = try? server.pactl(["unload-module", m]) } }
+        let room = try IntercomRoom(server: server)
+        defer { room.close() }
 
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("intercom-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let base = 20000 + Int(getpid() % 10000) * 2
         let environment = ProcessInfo.processInfo.environment.merging(server.environment) { $1 }
         func start(_ name: String, _ arguments: [String]) throws -> (ChildProcess, String) {
             let out = dir.appendingPathComponent("\(name).out").path
             return (try ChildProcess(tool, arguments + ["--quiet"], environment: environment, stdout: .file(out), stderr: .file(out + ".err")), out)
         }
         // A talks (the test's speech into micfeed) over the bad network; B plays it on the speaker.
-        let (a, aOut) = try start("a", ["--port", "\(base)", "--peer", "127.0.0.1:\(base + 1)", "--input", "micfeed.monitor", "--output", "farend",
-                                        "--loss", "0.05", "--reorder", "0.02", "--seed", "7"])
-        let (b, bOut) = try start("b", ["--port", "\(base + 1)", "--peer", "127.0.0.1:\(base)", "--input", "hush.monitor", "--output", "speaker"])
+        let (a, aOut) = try start("a", room.talkerArguments + ["--loss", "0.05", "--reorder", "0.02", "--seed", "7"])
+        let (b, bOut) = try start("b", room.listenerArguments)
         defer {
             _ = a.terminate()
             _ = b.terminate()

@@ -494,7 +494,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                 done += n
             }
             unit._withUnsafeGuaranteedRef { unit in
-                unit.voiceLinkRef?._withUnsafeGuaranteedRef { $0.renderedOutput(output, frames: count, channels: channels, time: time) }
+                unit.voiceLinkRef?._withUnsafeGuaranteedRef { $0.renderedOutput(output, frames: count, channels: channels) }
             }
             return count
         }

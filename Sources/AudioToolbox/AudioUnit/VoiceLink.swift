@@ -42,7 +42,7 @@ public typealias AUVoiceIOMutedSpeechActivityEventListener = @Sendable (AUVoiceI
 /// not used: pipewire-pulse's were measured to put "the far end heard now" 5 to 10 ms beyond
 /// what had been rendered.
 ///
-/// Threads: ``renderedOutput(_:frames:channels:time:)`` on the playback stream's real-time thread,
+/// Threads: ``renderedOutput(_:frames:channels:)`` on the playback stream's real-time thread,
 /// ``captured(_:frames:time:)`` on the recording stream's; both only use memory made in
 /// `init`, atomics, and a semaphore post for the muted-speech event (its listener runs on a
 /// thread of its own).
@@ -138,9 +138,8 @@ final class VoiceLink: @unchecked Sendable {
 
     // MARK: Playback thread
 
-    /// Takes what the unit just rendered for the speaker (float interleaved at the output rate):
-    /// `time` says when its first frame is heard.
-    func renderedOutput(_ samples: UnsafePointer<Float>, frames: Int, channels: Int, time: HALRenderTime) {
+    /// Takes what the unit just rendered for the speaker (float interleaved at the output rate).
+    func renderedOutput(_ samples: UnsafePointer<Float>, frames: Int, channels: Int) {
         var done = 0
         let scale = 1 / Float(channels)
         while done < frames {
