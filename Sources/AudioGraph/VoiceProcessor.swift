@@ -153,18 +153,62 @@ package final class VoiceProcessor: @unchecked Sendable {
     }
 
     /// Processes a frame of the microphone in place, `far` the far end's frame that was playing
-    /// as it was captured (nil: nothing was).
+    /// as it was captured (nil: nothing was). The processor keeps the far end's recent past
+    /// itself and gives the canceller its frame from ``referenceDelay`` samples before.
     package func process(near: UnsafeMutablePointer<Float>, far: UnsafePointer<Float>?) {
+        let source = far ?? UnsafePointer(zeros)
+        guard webrtc == nil, echo != nil else {
+            process(near: near, reference: source)
+            return
+        }
+        let n = frameLength
+        var at = historyWritten % historyLength
+        for i in 0..<n {
+            farHistory[at] = source[i]
+            at = at + 1 == historyLength ? 0 : at + 1
+        }
+        historyWritten += n
+        estimate(far: source, near: UnsafePointer(near))
+        var from = (historyWritten - n - referenceDelay) % historyLength
+        if from < 0 { from += historyLength }
+        for i in 0..<n {
+            delayedFar[i] = farHistory[from]
+            from = from + 1 == historyLength ? 0 : from + 1
+        }
+        process(near: near, reference: UnsafePointer(delayedFar))
+    }
+
+    /// For a caller that keeps the far end's past itself (the voice-processing unit, whose
+    /// streams' history it reads from): takes the far end lined up with the microphone frame
+    /// `near` (nil: nothing played), before processing, and updates ``referenceDelay`` by the
+    /// echo's delay found. The caller then reads its far end ``referenceDelay`` samples earlier
+    /// and passes it to ``process(near:reference:)``. Does nothing for webrtc (its delay stays 0:
+    /// it finds the delay itself).
+    package func estimate(far: UnsafePointer<Float>?, near: UnsafePointer<Float>) {
+        guard let found = estimatorRef?._withUnsafeGuaranteedRef({ e -> Int? in
+            e.push(far: far ?? UnsafePointer(zeros), near: near, count: frameLength)
+            return e.delay
+        }) else { return }
+        let wanted = max(0, found - Int(Double(sampleRate) * Self.delayMargin))
+        // Small wanderings of the estimate are left alone: each move costs the filter some
+        // re-convergence.
+        if abs(wanted - referenceDelay) > sampleRate / 500 { referenceDelay = min(wanted, Self.longestReferenceDelay(sampleRate)) }
+    }
+
+    /// Cancels the echo of `reference` (the far end as the canceller is to see it: for speex,
+    /// ``referenceDelay`` samples before the frame lined up with `near`; nil: silence) in the
+    /// microphone frame `near`, then suppresses noise and controls gain, in place.
+    package func process(near: UnsafeMutablePointer<Float>, reference: UnsafePointer<Float>?) {
         let n = frameLength
         if let webrtc {
-            _ = oa_webrtc_far(webrtc, far ?? UnsafePointer(zeros))
+            _ = oa_webrtc_far(webrtc, reference ?? UnsafePointer(zeros))
             _ = oa_webrtc_near(webrtc, near, 0)
             return
         }
         guard let preprocess else { return }
         Self.shorts(near, into: nearShorts, count: n)
         if let echo {
-            Self.shorts(delayed(far, near: near), into: farShorts, count: n)
+            Self.shorts(reference ?? UnsafePointer(zeros), into: farShorts, count: n)
             speex_echo_cancellation(echo, nearShorts, farShorts, outShorts)
             speex_preprocess_run(preprocess, outShorts)
             for i in 0..<n { near[i] = Float(outShorts[i]) / 32768 }
@@ -174,41 +218,18 @@ package final class VoiceProcessor: @unchecked Sendable {
         }
     }
 
-    /// The caller's reference moved by `frames` (later audio: positive): the echo's delay behind
-    /// it changes by as much, here and in the estimate. A real-time thread may call it.
-    package func moveReference(by frames: Int) {
-        referenceDelay = min(max(referenceDelay + frames, 0), historyLength - 2 * frameLength)
-        estimatorRef?._withUnsafeGuaranteedRef { $0.shift(by: frames) }
-    }
+    /// The longest ``referenceDelay``: ``maximumEchoDelay``.
+    package static func longestReferenceDelay(_ sampleRate: Int) -> Int { Int(Double(sampleRate) * maximumEchoDelay) }
 
-    /// Keeps `far` (silence when nil), estimates the echo's delay against `near` (before any
-    /// processing), and returns the far end as the canceller is to see it: ``referenceDelay``
-    /// samples late.
-    private func delayed(_ far: UnsafePointer<Float>?, near: UnsafePointer<Float>) -> UnsafePointer<Float> {
-        let n = frameLength
-        let source = far ?? UnsafePointer(zeros)
-        var at = historyWritten % historyLength
-        for i in 0..<n {
-            farHistory[at] = source[i]
-            at = at + 1 == historyLength ? 0 : at + 1
-        }
-        historyWritten += n
-        if let found = estimatorRef?._withUnsafeGuaranteedRef({ e -> Int? in
-            e.push(far: source, near: near, count: n)
-            return e.delay
-        }) {
-            let wanted = max(0, found - Int(Double(sampleRate) * Self.delayMargin))
-            // Small wanderings of the estimate are left alone: each move costs the filter some
-            // re-convergence.
-            if abs(wanted - referenceDelay) > sampleRate / 500 { referenceDelay = min(wanted, historyLength - 2 * n) }
-        }
-        var from = (historyWritten - n - referenceDelay) % historyLength
-        if from < 0 { from += historyLength }
-        for i in 0..<n {
-            delayedFar[i] = farHistory[from]
-            from = from + 1 == historyLength ? 0 : from + 1
-        }
-        return UnsafePointer(delayedFar)
+    /// The caller's far end, lined up with the microphone, moved by `frames` (later audio:
+    /// positive): the echo's delay behind it changes by as much, here and in the estimate, so
+    /// the reference the canceller sees stays where it was (a caller reading its far end
+    /// ``referenceDelay`` before the lined-up frame reads the same samples as before). A
+    /// real-time thread may call it.
+    package func moveReference(by frames: Int) {
+        guard estimator != nil else { return }
+        referenceDelay = min(max(referenceDelay + frames, 0), Self.longestReferenceDelay(sampleRate))
+        estimatorRef?._withUnsafeGuaranteedRef { $0.shift(by: frames) }
     }
 
     private static func shorts(_ samples: UnsafePointer<Float>, into out: UnsafeMutablePointer<Int16>, count: Int) {
