@@ -341,8 +341,9 @@ package protocol AudioBackend: AnyObject, Sendable {
     /// Ducks other clients' music and video playback (and playback that names no role) while
     /// `on`, by the server's own policy, so that it ends when this process's connection does,
     /// however the process ends; `device` is where this process plays (`nil`: the default). This
-    /// process's own streams are not ducked.
-    func setDuckingOthers(_ on: Bool, device: String?) throws(HALError)
+    /// process's own streams are not ducked. `level` is how far (`nil`: not at all); a new level
+    /// takes over from the old without letting the others up in between.
+    func setDuckingOthers(_ level: DuckLevel?, device: String?) throws(HALError)
     /// While ducking others, ducks the streams that appeared since; does nothing otherwise (never
     /// starts ducking, so a call racing with the end of ducking cannot start it again).
     func refreshDuckingOthers()
@@ -375,4 +376,25 @@ package protocol AudioBackend: AnyObject, Sendable {
     /// has played out (`true`) or could not play (`false`).
     func playSample(_ name: String, device: String?, purpose: HALStreamPurpose?, completion: @escaping @Sendable (Bool) -> Void)
     func removeSample(_ name: String)
+}
+
+/// How far ducking lowers other clients' playback. The session's `duckOthers` uses ``full``
+/// (the server module's customary 20 % on its cubic volume scale); a voice-processing unit uses
+/// the level its ducking configuration asks for.
+package enum DuckLevel: Int, Comparable, CaseIterable, Sendable {
+    /// 10 dB down.
+    case light = 10
+    /// 20 dB down.
+    case medium = 20
+    /// 20 % on the server's volume scale: 41.9 dB down.
+    case full = 42
+
+    package static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+
+    /// The level in dB (negative).
+    package var decibels: Double { self == .full ? 60 * log10(0.2) : -Double(rawValue) }
+
+    /// The factor a stream's volume on the server's scale (cubic: amplitude is its cube) is
+    /// multiplied by: 0.2 for ``full``.
+    package var volumeFactor: Double { self == .full ? 0.2 : pow(10, decibels / 60) }
 }

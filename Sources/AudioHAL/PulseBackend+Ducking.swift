@@ -6,11 +6,13 @@ import Synchronization
 ///
 /// While a process ducks, it keeps one *trigger stream*: a playback stream of silence, uncorked
 /// (the module counts only streams that are neither corked nor muted), whose `media.role` is
-/// ``duckTriggerRole``. The module instance this backend relies on (``duckModuleArguments``) lowers
-/// every playback stream whose role is `music` or `video`, or that has none (`no_role`), to 20 %
-/// on the server's volume scale (a cubic scale: −41.9 dB; the module's own default is −20 dB) as
-/// long as a trigger stream exists on any sink (`global=true`),
-/// and lifts it as soon as the last one goes. The server removes a client's streams when its
+/// ``triggerRole(for:)`` of the level asked. The module instance this backend relies on
+/// (``duckModuleArguments``) has a group per ``DuckLevel``: each lowers every playback stream
+/// whose role is `music` or `video`, or that has none (`no_role`), by its level (at full, to
+/// 20 % on the server's volume scale, a cubic scale: −41.9 dB; the module's own default is
+/// −20 dB) as long as a trigger stream of its role exists on any sink (`global=true`), and lifts
+/// it as soon as the last one goes. (Triggers of two groups at once multiply: a process keeps one
+/// trigger, and two processes ducking at different levels duck by both.) The server removes a client's streams when its
 /// connection ends, so a process that is killed, crashes or exits leaves no one ducked.
 ///
 /// The process's own playback is not ducked by its own session: a session that ducks others is
@@ -28,29 +30,50 @@ import Synchronization
 /// subset of PulseAudio's modules and not this one), the library ducks by volume itself: see
 /// ``VolumeDucking``.
 extension PulseBackend {
-    /// The `media.role` of trigger streams: a role of its own, so that nothing else triggers the
-    /// ducking and `module-role-cork` (which acts on `phone`) ignores it.
+    /// The `media.role` of trigger streams at the full level: a role of its own, so that nothing
+    /// else triggers the ducking and `module-role-cork` (which acts on `phone`) ignores it. Each
+    /// other level has a role of its own too (``triggerRole(for:)``), and a group in the module.
     static let duckTriggerRole = "duck-others"
     static let duckModule = "module-role-ducking"
     /// The roles ducked: those of other applications' media and of streams without a role.
     static let duckedRoles = "no_role,music,video"
-    /// The level ducked streams are lowered to, as the module reads it: 20 % of the server's
-    /// volume scale.
-    static let duckVolume = "20%"
-    static var duckModuleArguments: String {
-        "trigger_roles=\(duckTriggerRole) ducking_roles=\(duckedRoles) global=true volume=\(duckVolume)"
+
+    /// The trigger role of a level: `duck-others` at full, `duck-others-10dB` and so on.
+    static func triggerRole(for level: DuckLevel) -> String {
+        level == .full ? duckTriggerRole : "\(duckTriggerRole)-\(level.rawValue)dB"
     }
 
-    /// Starts or ends ducking others: makes sure the server's ducking module is loaded, then opens
-    /// the trigger stream (on `device`), or closes it. Idempotent. The corresponding PulseAudio
-    /// calls are `pa_context_get_module_info_list`, `pa_context_load_module` and a playback
-    /// stream's connection. Where the module cannot be loaded, it ducks by volume instead
-    /// (``duckByVolume(starting:)``).
-    package func setDuckingOthers(_ on: Bool, device: String?) throws(HALError) {
-        if !on {
+    /// Whether a stream's role is one of the trigger roles (a silent stream of a ducking process).
+    static func isDuckTriggerRole(_ role: String?) -> Bool {
+        guard let role else { return false }
+        return DuckLevel.allCases.contains { triggerRole(for: $0) == role }
+    }
+
+    /// A level as the module reads it: 20 % of the server's volume scale at full, else dB.
+    static func duckVolume(_ level: DuckLevel) -> String { level == .full ? "20%" : "-\(level.rawValue)dB" }
+
+    /// The module's groups, in order: the full level's first (the group earlier versions loaded).
+    static let duckModuleLevels: [DuckLevel] = [.full, .light, .medium]
+
+    /// The module instance this library loads: a group per level (`/` separates groups).
+    static var duckModuleArguments: String {
+        let levels = duckModuleLevels
+        return "trigger_roles=\(levels.map { triggerRole(for: $0) }.joined(separator: "/")) "
+            + "ducking_roles=\(levels.map { _ in duckedRoles }.joined(separator: "/")) global=true "
+            + "volume=\(levels.map { duckVolume($0) }.joined(separator: "/"))"
+    }
+
+    /// Starts, changes or ends ducking others: makes sure the server's ducking module is loaded,
+    /// then opens a trigger stream with the level's role (on `device`), and closes the one of the
+    /// level before (after: the others do not come up in between), or closes it for `nil`.
+    /// Idempotent. The corresponding PulseAudio calls are `pa_context_get_module_info_list`,
+    /// `pa_context_load_module` and a playback stream's connection. Where the module cannot be
+    /// loaded, it ducks by volume instead (``duckByVolume(starting:level:)``).
+    package func setDuckingOthers(_ level: DuckLevel?, device: String?) throws(HALError) {
+        guard let level else {
             let stream = duckTrigger.withLock { s -> (any HALStream)? in
                 defer { s = nil }
-                return s
+                return s?.stream
             }
             stream?.close()
             endVolumeDucking()
@@ -68,37 +91,40 @@ extension PulseBackend {
             }
             return (known!, true)
         }
-        let result = duckTrigger.withLock { s -> Result<Void, HALError> in
-            if s != nil { return .success(()) }
+        let result = duckTrigger.withLock { s -> Result<(any HALStream)?, HALError> in
+            if s?.level == level { return .success(nil) }
             do throws(HALError) {
                 if byModule && !justChecked { try ensureDuckingModule() }
                 var request = HALStreamRequest(
                     format: HALStreamFormat(sampleRate: 48000, channels: 1), bufferDuration: 0.5, name: "duck others", startCorked: false,
                     device: device)
-                request.serverProperties = ["media.role": Self.duckTriggerRole]
+                request.serverProperties = ["media.role": Self.triggerRole(for: level)]
                 request.carriesSound = false
-                s = try openOutput(request, source: SilenceSource())
-                return .success(())
+                let old = s?.stream
+                s = (try openOutput(request, source: SilenceSource()), level)
+                return .success(old)
             } catch {
                 return .failure(error)
             }
         }
-        try result.get()
-        if !byModule { duckByVolume(starting: true) }
+        try result.get()?.close()
+        if !byModule { duckByVolume(starting: true, level: level) }
     }
 
     /// Where the library ducks by volume, lowers the other clients' streams that appeared since
     /// the last call (the session calls on every change of the server's streams); the server's
     /// module needs no help.
     package func refreshDuckingOthers() {
-        if duckingByModule.withLock({ $0 }) == false { duckByVolume(starting: false) }
+        if duckingByModule.withLock({ $0 }) == false { duckByVolume(starting: false, level: nil) }
     }
 
-    /// Loads the ducking module if no loaded instance has ``duckTriggerRole`` among its trigger
-    /// roles; an instance loaded for something else is reloaded with this library's group added.
+    /// Loads the ducking module if no loaded instance has every level's trigger role among its
+    /// trigger roles; an instance loaded for something else (or by an older version of this
+    /// library, with fewer levels) is reloaded with the missing groups added.
     private func ensureDuckingModule() throws(HALError) {
+        let ours = Set(DuckLevel.allCases.map { Self.triggerRole(for: $0) })
         let loaded = modules(named: Self.duckModule)
-        if loaded.contains(where: { Self.triggerRoles(of: $0.argument).contains(Self.duckTriggerRole) }) { return }
+        if loaded.contains(where: { ours.isSubset(of: Self.triggerRoles(of: $0.argument)) }) { return }
         if let other = loaded.first {
             guard let merged = Self.argumentsAddingDuckGroup(to: other.argument) else {
                 throw HALError(.notSupported, "the server's \(Self.duckModule) (\(other.argument)) cannot take another group")
@@ -116,7 +142,7 @@ extension PulseBackend {
             _ = try loadModule(Self.duckModule, Self.duckModuleArguments)
         } catch {
             // Another process may have loaded it meanwhile (the module loads only once).
-            if modules(named: Self.duckModule).contains(where: { Self.triggerRoles(of: $0.argument).contains(Self.duckTriggerRole) }) { return }
+            if modules(named: Self.duckModule).contains(where: { ours.isSubset(of: Self.triggerRoles(of: $0.argument)) }) { return }
             throw error
         }
     }
@@ -153,9 +179,9 @@ extension PulseBackend {
         return Set(roles.split(whereSeparator: { $0 == "," || $0 == "/" }).map(String.init))
     }
 
-    /// Another instance's arguments with this library's group appended (groups are separated by
-    /// `/` in trigger roles, ducking roles and volumes alike; the module's defaults fill what the
-    /// instance leaves out). `nil` when they cannot be read.
+    /// Another instance's arguments with a group appended for each of this library's levels it
+    /// lacks (groups are separated by `/` in trigger roles, ducking roles and volumes alike; the
+    /// module's defaults fill what the instance leaves out). `nil` when they cannot be read.
     static func argumentsAddingDuckGroup(to arguments: String) -> String? {
         guard var args = moduleArguments(arguments) else { return nil }
         let triggers = args["trigger_roles"] ?? "phone"
@@ -165,9 +191,11 @@ extension PulseBackend {
         guard ducked.split(separator: "/", omittingEmptySubsequences: false).count == groups,
             volumes.split(separator: "/", omittingEmptySubsequences: false).count == groups
         else { return nil }
-        args["trigger_roles"] = triggers + "/" + duckTriggerRole
-        args["ducking_roles"] = ducked + "/" + duckedRoles
-        args["volume"] = volumes + "/" + duckVolume
+        let present = triggerRoles(of: arguments)
+        let missing = duckModuleLevels.filter { !present.contains(triggerRole(for: $0)) }
+        args["trigger_roles"] = ([triggers] + missing.map { triggerRole(for: $0) }).joined(separator: "/")
+        args["ducking_roles"] = ([ducked] + missing.map { _ in duckedRoles }).joined(separator: "/")
+        args["volume"] = ([volumes] + missing.map { duckVolume($0) }).joined(separator: "/")
         return args.sorted { $0.key < $1.key }.map { "\($0.key)=\"\($0.value)\"" }.joined(separator: " ")
     }
 

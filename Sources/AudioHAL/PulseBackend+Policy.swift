@@ -10,7 +10,7 @@ extension PulseBackend {
             pa_context_get_sink_input_info_list(context, { _, info, eol, ud in
                 let box = Query.from(ud)
                 if eol == 0, let i = info?.pointee, i.client != box.context.0, i.client != box.context.1,
-                    case let properties = PulseBackend.properties(i.proplist), properties["media.role"] != PulseBackend.duckTriggerRole
+                    case let properties = PulseBackend.properties(i.proplist), !PulseBackend.isDuckTriggerRole(properties["media.role"])
                 {
                     var volume = i.volume
                     box.value.append(HALPlaybackStream(

@@ -9,8 +9,9 @@ import Glibc
 /// Ducking by volume, where the server has no `module-role-ducking` (PipeWire's pipewire-pulse).
 ///
 /// The library lowers each other client's playback stream whose role is `music` or `video`, or
-/// that has none, to 20 % of its own volume on the server's scale (the module's level: −41.9 dB)
-/// with an ordinary stream-volume call, and puts it back when ducking ends. Streams that appear
+/// that has none, by the level asked (``DuckLevel``: at full, to 20 % of its own volume on the
+/// server's scale, the module's level: −41.9 dB) with an ordinary stream-volume call, sets it
+/// again when the level changes, and puts it back when ducking ends. Streams that appear
 /// while it ducks are lowered as the session hears of them. A stream whose volume someone else
 /// sets meanwhile (the user, in a mixer) is theirs from then on: it is not put back over their
 /// choice, nor lowered again.
@@ -36,6 +37,8 @@ import Glibc
 /// puts the stream back while the second still ducks; the second takes that for a user's choice
 /// and leaves the stream at its own volume from then on.
 struct VolumeDucking: Sendable {
+    /// How far the streams are lowered.
+    var level: DuckLevel
     /// The guard's pid and this process's end of the socket pair to it; `nil` where none could be started.
     var guardProcess: (pid: pid_t, fd: Int32)?
     /// What this process set each lowered stream to, and the volume it had before.
@@ -45,9 +48,6 @@ struct VolumeDucking: Sendable {
 }
 
 extension PulseBackend {
-    /// The factor others are lowered by: the module's 20 %.
-    static let duckFactor = 0.2
-
     /// A playback stream that ducking lowers: another client's, with the role `music`, `video`
     /// or none.
     struct DuckableStream: Sendable {
@@ -90,14 +90,15 @@ extension PulseBackend {
     }
 
     /// Lowers the other clients' streams not dealt with yet; when `starting`, starts ducking
-    /// (and the guard) if it has not started, else does nothing unless ducking is on.
-    func duckByVolume(starting: Bool) {
+    /// (and the guard) if it has not started, else does nothing unless ducking is on. A `level`
+    /// other than the one ducked at sets the streams lowered to it.
+    func duckByVolume(starting: Bool, level: DuckLevel?) {
         volumeDucking.withLock { state in
             guard state != nil || starting else { return }
             // Asked with the lock held: a list from before another call's changes would look like
             // someone else's. No answer: nothing is changed.
             guard let streams = duckableStreams() else { return }
-            var ducking = state ?? VolumeDucking(guardProcess: startDuckGuard())
+            var ducking = state ?? VolumeDucking(level: level ?? .full, guardProcess: startDuckGuard())
             defer { state = ducking }
             let guardFD = ducking.guardProcess?.fd
             /// Tells the guard what to put back; `false` when it cannot take it (gone, or full), and
@@ -126,6 +127,15 @@ extension PulseBackend {
                 if let guardFD { _ = openavf_duck_guard_forget(guardFD, index) }
             }
             ducking.handled.formIntersection(streams.map(\.index))
+            // A new level: the streams lowered (still at what this process set, as just checked)
+            // are set to it.
+            if let level, level != ducking.level {
+                ducking.level = level
+                for (index, volumes) in ducking.lowered {
+                    let set = volumes.before.map { UInt32((Double($0) * level.volumeFactor).rounded()) }
+                    if (try? setStreamVolumes(index, set)) != nil { ducking.lowered[index]?.set = set }
+                }
+            }
             for stream in streams where !ducking.handled.contains(stream.index) {
                 // A silent stream is looked at again when it changes.
                 guard !stream.muted, stream.volumes.contains(where: { $0 > 0 }), stream.volumes.count <= Int(OPENAVF_DUCK_GUARD_MAX_CHANNELS) else {
@@ -133,7 +143,7 @@ extension PulseBackend {
                 }
                 ducking.handled.insert(stream.index)
                 if adopt(stream) { continue }
-                let set = stream.volumes.map { UInt32((Double($0) * Self.duckFactor).rounded()) }
+                let set = stream.volumes.map { UInt32((Double($0) * ducking.level.volumeFactor).rounded()) }
                 // The guard knows what to put back before the stream is lowered.
                 guard remember(stream.index, stream.volumes) else { continue }
                 do {

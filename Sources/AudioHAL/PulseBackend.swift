@@ -29,7 +29,7 @@ package final class PulseBackend: AudioBackend, @unchecked Sendable {
     /// through ``PulseConnection/query(_:context:_:)``).
     var context: OpaquePointer { control.context }
     /// The stream that makes the server duck others while it lives (``setDuckingOthers(_:device:)``).
-    let duckTrigger = Mutex<(any HALStream)?>(nil)
+    let duckTrigger = Mutex<(stream: any HALStream, level: DuckLevel)?>(nil)
     /// What to call when a sample playing from the cache ends, by its stream's index
     /// (``playSample(_:device:completion:)``).
     let samplesPlaying = Mutex<[UInt32: @Sendable (Bool) -> Void]>([:])

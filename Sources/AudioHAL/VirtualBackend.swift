@@ -237,12 +237,16 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
     package var corksStreamsForCalls: Bool { true }
 
     /// Whether the process asked to duck others (``setDuckingOthers(_:device:)``).
-    package var isDuckingOthers: Bool { ducking.load(ordering: .relaxed) }
-    private let ducking = Atomic<Bool>(false)
+    package var isDuckingOthers: Bool { duckingLevel != nil }
+    /// How far, when it does.
+    package var duckingLevel: DuckLevel? { DuckLevel(rawValue: ducking.load(ordering: .relaxed)) }
+    private let ducking = Atomic<Int>(0)
 
-    /// The request is recorded (for tests, ``isDuckingOthers``); the scripted streams of other
+    /// The request is recorded (for tests, ``duckingLevel``); the scripted streams of other
     /// clients are left as the test set them.
-    package func setDuckingOthers(_ on: Bool, device: String?) throws(HALError) { ducking.store(on, ordering: .relaxed) }
+    package func setDuckingOthers(_ level: DuckLevel?, device: String?) throws(HALError) {
+        ducking.store(level?.rawValue ?? 0, ordering: .relaxed)
+    }
     package func refreshDuckingOthers() {}
 
     /// The server goes away: ``HALEvents/Kind/serverLost`` is raised (the backend itself stays

@@ -2,7 +2,8 @@ import Foundation
 
 /// Issue 14's acoustic path on the private server: a `module-loopback` from the speaker's monitor
 /// into `micfeed` (the default source's sink), `delayMsec` late at `gainDB`, so that what is played
-/// comes back as echo in the microphone. ``close()`` unloads it.
+/// comes back as echo in the microphone. ``close()`` unloads it. Its stream carries the role
+/// ``PrivatePulseServer/roomRole()``: the room's sound, which no ducking lowers.
 public final class AcousticPath: @unchecked Sendable {
     private let server: PrivatePulseServer
     private let module: String
@@ -12,7 +13,7 @@ public final class AcousticPath: @unchecked Sendable {
         self.server = server
         module = try server.pactl([
             "load-module", "module-loopback", "source=speaker.monitor", "sink=micfeed", "latency_msec=\(delayMsec)", "adjust_time=0", "source_dont_move=true",
-            "sink_dont_move=true",
+            "sink_dont_move=true", "sink_input_properties=media.role=\(PrivatePulseServer.roomRole())",
         ]).trimmingCharacters(in: .whitespacesAndNewlines)
         // The loopback's stream at the path's gain.
         let inputs = try server.pactl(["list", "sink-inputs"]).components(separatedBy: "Sink Input #").dropFirst()

@@ -344,6 +344,14 @@ public final class PrivatePulseServer: @unchecked Sendable {
         try run("pactl", arguments)
     }
 
+    /// A `media.role` for a stream that stands in for sound in the room (what the microphone's
+    /// sink `micfeed` plays: a talker, noise, an echo path): a voice-processing unit ducks other
+    /// applications' playback while it runs, and the room is not an application. `room-` and a
+    /// tag of its own: no policy module and no ducking acts on such a role, and PipeWire's session
+    /// manager, which remembers volumes by role, gives no room stream another's volume (the echo
+    /// path's −6 dB went to the next talker, and to both ends of the next path).
+    public static func roomRole() -> String { "room-\(UInt32.random(in: 0...UInt32.max))" }
+
     /// Runs a tool (pactl, pacat, parec…) against this server and returns its standard output.
     @discardableResult
     public func run(_ tool: String, _ arguments: [String]) throws -> String {

@@ -92,6 +92,9 @@ public final class SignalPlayer: @unchecked Sendable {
     private let child: ChildProcess
 
     /// `latencyMsec` is the stream's buffer: longer rides out a loaded machine without gaps.
+    /// Into `micfeed` (the room the microphone hears) a player carries the role
+    /// ``PrivatePulseServer/roomRole()`` unless `properties` give one: it is sound in the room, not
+    /// another application's playback, and no policy (ducking, corking) is to act on it.
     public init(
         server: PrivatePulseServer, device: String, samples: [Float], sampleRate: Int, channels: Int = 1, properties: [String: String] = [:],
         latencyMsec: Int = 100
@@ -102,6 +105,8 @@ public final class SignalPlayer: @unchecked Sendable {
         // The peer plays at a raised priority (nice −10 where allowed; `nice` runs it as it is
         // otherwise), so that a loaded machine does not put gaps into the signal a test then
         // blames on the code it measures.
+        var properties = properties
+        if device == "micfeed" && properties["media.role"] == nil { properties["media.role"] = PrivatePulseServer.roomRole() }
         let arguments = [
             "--playback", "--device=\(device)", "--raw", "--format=float32le", "--rate=\(sampleRate)", "--channels=\(channels)",
             "--latency-msec=\(latencyMsec)", file,

@@ -192,10 +192,47 @@ package enum AudioSessionHost {
     /// `kAudioQueueErr_InvalidDevice` without a server, `kAudioQueueErr_CannotStart` when the
     /// server refuses.
     package static func duckOthers() throws(AudioFailure) {
-        do {
-            try AudioSystem.current.backend().setDuckingOthers(true, device: state.withLock { $0.outputDevice })
-        } catch {
-            throw AudioFailure(error.kind == .noServer ? kAudioQueueErr_InvalidDevice : kAudioQueueErr_CannotStart, "cannot duck others: \(error)")
+        try duckOthers(.full, for: sessionDucker)
+    }
+
+    /// Ends what ``duckOthers()`` started (unless a voice-processing unit still ducks).
+    package static func unduckOthers() {
+        try? duckOthers(nil, for: sessionDucker)
+    }
+
+    /// The session's key among those who duck others.
+    private static let sessionDucker: UInt64 = 0
+    private static let nextDucker = Atomic<UInt64>(1)
+    /// Who asks to duck others, and how far, by key; and the level the backend was given.
+    private static let duckers = Mutex<(asked: [UInt64: DuckLevel], applied: DuckLevel?)>(([:], nil))
+
+    /// A key for another who ducks others (a voice-processing unit).
+    package static func newDucker() -> UInt64 { nextDucker.wrappingAdd(1, ordering: .relaxed).oldValue }
+
+    /// `owner` asks to duck others by `level` (`nil`: no longer). Several may ask at once (the
+    /// session's `duckOthers`, running voice-processing units): the deepest level asked applies,
+    /// and ducking ends with the last. Throws as ``duckOthers()``; a refused request is not kept.
+    package static func duckOthers(_ level: DuckLevel?, for owner: UInt64) throws(AudioFailure) {
+        try duckers.withLock { (d: inout (asked: [UInt64: DuckLevel], applied: DuckLevel?)) throws(AudioFailure) in
+            let before = d.asked[owner]
+            d.asked[owner] = level
+            let wanted = d.asked.values.max()
+            guard wanted != d.applied else { return }
+            do throws(HALError) {
+                try AudioSystem.current.backend().setDuckingOthers(wanted, device: state.withLock { $0.outputDevice })
+                d.applied = wanted
+            } catch {
+                d.asked[owner] = before
+                throw AudioFailure(error.kind == .noServer ? kAudioQueueErr_InvalidDevice : kAudioQueueErr_CannotStart, "cannot duck others: \(error)")
+            }
+        }
+    }
+
+    /// Forgets every request to duck: the backend they were made to went (its ducking with it).
+    private static func forgetDucking(_ backend: (any AudioBackend)?) {
+        duckers.withLock { d in
+            d = ([:], nil)
+            try? backend?.setDuckingOthers(nil, device: nil)
         }
     }
 
@@ -203,11 +240,6 @@ package enum AudioSessionHost {
     /// by volume); never starts ducking.
     package static func refreshDucking() {
         (try? AudioSystem.current.backend())?.refreshDuckingOthers()
-    }
-
-    /// Ends what ``duckOthers()`` started.
-    package static func unduckOthers() {
-        try? AudioSystem.current.backend().setDuckingOthers(false, device: nil)
     }
 
     /// Whether the server still has an output device of that name.
@@ -290,7 +322,7 @@ extension AudioSessionHost {
             AudioSystem.observeChanges { old, _ in
                 // The session's stream and ducking belong to the old environment's backend.
                 closeSessionStream()
-                try? old.connectedBackend?.setDuckingOthers(false, device: nil)
+                forgetDucking(old.connectedBackend)
                 handler(.environmentChanged)
             }
             let t = Thread { monitorLoop(handler) }
@@ -340,7 +372,7 @@ extension AudioSessionHost {
             if raised.contains(.serverLost) {
                 event.insert(.serverLost)
                 // The ducking went with the connection; its stream is let go with the backend.
-                try? backend.setDuckingOthers(false, device: nil)
+                forgetDucking(backend)
                 system.discard(backend)
                 closeSessionStream()
                 lost = true

@@ -62,7 +62,7 @@ if let privateServer {
     }
     let text = "This is a voice memo, recorded in Apple I M A 4 by open A V F audio."
     guard (try? ChildProcess(espeak, ["-w", phrase.path, text], environment: environment).wait()) == 0 else { fail("espeak-ng failed") }
-    speaker = try? ChildProcess(paplay, ["--device=micfeed", phrase.path], environment: privateServer.environment)
+    speaker = try? ChildProcess(paplay, ["--device=micfeed", "--property=media.role=\(PrivatePulseServer.roomRole())", phrase.path], environment: privateServer.environment)
     say("The private server's microphone says: \"\(text)\"")
 }
 

@@ -3,9 +3,10 @@
 // deactivates and exits. Prints "active" once its session is active.
 //
 // In "duck" mode it activates a playback session that ducks others and plays nothing (a test
-// kills it while it ducks).
+// kills it while it ducks). In "voice" mode it runs a voice-processing unit, which ducks others
+// at its default level while it runs, and no session (a test kills it too).
 //
-// usage: openavf-sessionpeer [duck] <seconds>
+// usage: openavf-sessionpeer [duck | voice] <seconds>
 import AVFAudio
 import Foundation
 
@@ -26,8 +27,28 @@ final class Tone: @unchecked Sendable {
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 let ducks = arguments.first == "duck"
-if ducks { arguments.removeFirst() }
+let voice = arguments.first == "voice"
+if ducks || voice { arguments.removeFirst() }
 let seconds = arguments.first.flatMap(Double.init) ?? 2
+if voice {
+    var description = AudioComponentDescription(
+        componentType: kAudioUnitType_Output, componentSubType: kAudioUnitSubType_VoiceProcessingIO, componentManufacturer: kAudioUnitManufacturer_Apple,
+        componentFlags: 0, componentFlagsMask: 0)
+    var unit: AudioUnit?
+    var on: UInt32 = 1
+    guard let component = AudioComponentFindNext(nil, &description), AudioComponentInstanceNew(component, &unit) == noErr, let unit,
+        AudioUnitSetProperty(unit, kAudioOutputUnitProperty_EnableIO, kAudioUnitScope_Input, 1, &on, 4) == noErr,
+        AudioUnitInitialize(unit) == noErr, AudioOutputUnitStart(unit) == noErr
+    else {
+        FileHandle.standardError.write(Data("openavf-sessionpeer: the voice-processing unit did not start\n".utf8))
+        exit(1)
+    }
+    let line = Array("active\n".utf8)
+    _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    Thread.sleep(forTimeInterval: seconds)  // ducking for a while; the test kills it meanwhile
+    AudioOutputUnitStop(unit)
+    exit(0)
+}
 let session = AVAudioSession.sharedInstance()
 do {
     try session.setCategory(.playback, options: ducks ? .duckOthers : [])

@@ -79,6 +79,16 @@ extension AudioSessionServerTests {
     /// tied to the killed process's connection; on PipeWire the killed process's guard puts the
     /// volume back.
     func testDuckingEndsWhenTheDuckingProcessIsKilled() throws {
+        try duckingEndsWhenThePeerIsKilled(mode: "duck")
+    }
+
+    /// The same for a process whose voice-processing unit ducks others (issue 14: "crash-safe as
+    /// the session's ducking is").
+    func testVoiceUnitDuckingEndsWhenItsProcessIsKilled() throws {
+        try duckingEndsWhenThePeerIsKilled(mode: "voice")
+    }
+
+    private func duckingEndsWhenThePeerIsKilled(mode: String) throws {
         let server = try TestSound.server()
         let peer = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("openavf-sessionpeer").path
         guard FileManager.default.isExecutableFile(atPath: peer) else {
@@ -101,7 +111,7 @@ extension AudioSessionServerTests {
 
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("duckpeer-\(getpid()).out").path
         defer { unlink(output) }
-        let child = try ChildProcess(peer, ["duck", "30"], environment: server.environment, stdout: .file(output), stderr: .inherit)
+        let child = try ChildProcess(peer, [mode, "30"], environment: server.environment, stdout: .file(output), stderr: .inherit)
         defer { child.terminate(SIGKILL) }
         XCTAssertTrue(
             waitUntil(timeout: 10) { ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").contains("active") }, "the peer's session did not activate")
@@ -120,7 +130,7 @@ extension AudioSessionServerTests {
         }
         let seen = Date().timeIntervalSince(killed)
         XCTAssertTrue(back, "other clients not back at their own volume within 1 s of SIGKILL")
-        print("music at \(before) dBFS, ducked \(ducked - before) dB; at its own level again on the monitor \(String(format: "%.3f", seen)) s after SIGKILL")
+        print("\(mode): music at \(before) dBFS, ducked \(ducked - before) dB; at its own level again on the monitor \(String(format: "%.3f", seen)) s after SIGKILL")
         XCTAssertEqual(try level(after: 9600), before, accuracy: 0.5, "and it stays there")
         XCTAssertEqual(child.wait(), 128 + SIGKILL)
     }

@@ -46,6 +46,14 @@ final class VoiceProcessingEngineTests: XCTestCase {
         XCTAssertTrue(engine.inputNode.isVoiceProcessingAGCEnabled, "gain control is on by default")
         engine.inputNode.isVoiceProcessingAGCEnabled = false
         XCTAssertFalse(engine.inputNode.isVoiceProcessingAGCEnabled)
+        // Ducking of other audio: Apple's default, then a level of the app's (the unit's tests
+        // measure the ducking itself).
+        XCTAssertFalse(engine.inputNode.voiceProcessingOtherAudioDuckingConfiguration.enableAdvancedDucking.boolValue)
+        XCTAssertEqual(engine.inputNode.voiceProcessingOtherAudioDuckingConfiguration.duckingLevel, .default)
+        engine.inputNode.voiceProcessingOtherAudioDuckingConfiguration = AVAudioVoiceProcessingOtherAudioDuckingConfiguration(
+            enableAdvancedDucking: true, duckingLevel: .min)
+        XCTAssertTrue(engine.inputNode.voiceProcessingOtherAudioDuckingConfiguration.enableAdvancedDucking.boolValue)
+        XCTAssertEqual(engine.inputNode.voiceProcessingOtherAudioDuckingConfiguration.duckingLevel, .min)
 
         // The microphone at 44.1 kHz, into a silent mixer (heard by the tap, not played).
         let micFormat = AVAudioFormat(standardFormatWithSampleRate: 44100, channels: 1)!

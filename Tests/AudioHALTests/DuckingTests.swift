@@ -16,18 +16,24 @@ final class DuckingArgumentTests: XCTestCase {
     func testTriggerRoles() {
         XCTAssertEqual(PulseBackend.triggerRoles(of: ""), ["phone"], "the module's default")
         XCTAssertEqual(PulseBackend.triggerRoles(of: "trigger_roles=phone,event/duck-others"), ["phone", "event", "duck-others"])
-        XCTAssertTrue(PulseBackend.triggerRoles(of: PulseBackend.duckModuleArguments).contains(PulseBackend.duckTriggerRole))
+        XCTAssertEqual(PulseBackend.triggerRoles(of: PulseBackend.duckModuleArguments), ["duck-others", "duck-others-10dB", "duck-others-20dB"])
     }
 
     func testGroupAddedToAnotherInstance() throws {
         let plain = try XCTUnwrap(PulseBackend.argumentsAddingDuckGroup(to: ""))
         XCTAssertEqual(PulseBackend.moduleArguments(plain), [
-            "trigger_roles": "phone/duck-others", "ducking_roles": "music,video/no_role,music,video", "volume": "-20dB/20%",
+            "trigger_roles": "phone/duck-others/duck-others-10dB/duck-others-20dB",
+            "ducking_roles": "music,video/no_role,music,video/no_role,music,video/no_role,music,video", "volume": "-20dB/20%/-10dB/-20dB",
         ])
+        // An instance an earlier version of this library loaded (the full level only) gets the others.
+        let older = try XCTUnwrap(PulseBackend.argumentsAddingDuckGroup(to: "trigger_roles=duck-others ducking_roles=no_role,music,video volume=20% global=true"))
+        XCTAssertEqual(PulseBackend.triggerRoles(of: older), Set(DuckLevel.allCases.map { PulseBackend.triggerRole(for: $0) }))
+        XCTAssertEqual(PulseBackend.moduleArguments(older)?["volume"], "20%/-10dB/-20dB")
         let grouped = try XCTUnwrap(PulseBackend.argumentsAddingDuckGroup(
             to: "trigger_roles=phone/event ducking_roles=music/video volume=10%/30% global=true use_source_trigger=1"))
         XCTAssertEqual(PulseBackend.moduleArguments(grouped), [
-            "trigger_roles": "phone/event/duck-others", "ducking_roles": "music/video/no_role,music,video", "volume": "10%/30%/20%",
+            "trigger_roles": "phone/event/duck-others/duck-others-10dB/duck-others-20dB",
+            "ducking_roles": "music/video/no_role,music,video/no_role,music,video/no_role,music,video", "volume": "10%/30%/20%/-10dB/-20dB",
             "global": "true", "use_source_trigger": "1",
         ])
         XCTAssertNil(PulseBackend.argumentsAddingDuckGroup(to: "trigger_roles=phone/event ducking_roles=music"), "groups that do not match")
@@ -73,16 +79,16 @@ final class DuckingServerTests: XCTestCase {
         let before = try level(after: 9600)
 
         let backend = try PulseBackend(server: server.serverString)
-        try backend.setDuckingOthers(true, device: nil)
+        try backend.setDuckingOthers(.full, device: nil)
         let modules = try duckingModules(server)
         XCTAssertEqual(modules.count, 1)
         let roles = PulseBackend.triggerRoles(of: modules.first?.arguments ?? "")
-        XCTAssertEqual(roles, ["event", PulseBackend.duckTriggerRole], "the server's group kept, the library's added")
+        XCTAssertEqual(roles, ["event", "duck-others", "duck-others-10dB", "duck-others-20dB"], "the server's group kept, the library's added")
         let ducked = try level(after: 14400)
         XCTAssertEqual(ducked - before, 20 * log10(pow(0.2, 3.0)), accuracy: 1.5, "ducked by the library's level")
-        try backend.setDuckingOthers(true, device: nil)  // idempotent
+        try backend.setDuckingOthers(.full, device: nil)  // idempotent
         XCTAssertEqual(try duckingModules(server).count, 1)
-        try backend.setDuckingOthers(false, device: nil)
+        try backend.setDuckingOthers(nil, device: nil)
         XCTAssertEqual(try level(after: 14400), before, accuracy: 0.5, "restored")
 
         // The server's own group still ducks by its own level: an `event` stream lowers the music

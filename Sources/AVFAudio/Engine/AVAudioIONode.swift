@@ -40,6 +40,32 @@ public enum AVAudioVoiceProcessingSpeechActivityEvent: Int, @unchecked Sendable 
     case ended = 1
 }
 
+/// Apple's `AVAudioVoiceProcessingOtherAudioDuckingConfiguration`: how other audio is ducked
+/// while voice processing runs (``AVAudioInputNode/voiceProcessingOtherAudioDuckingConfiguration``).
+public struct AVAudioVoiceProcessingOtherAudioDuckingConfiguration: @unchecked Sendable {
+    /// Apple's `AVAudioVoiceProcessingOtherAudioDuckingLevel`.
+    public enum Level: Int, @unchecked Sendable {
+        case `default` = 0
+        case min = 10
+        case mid = 20
+        case max = 30
+    }
+
+    /// Ducks only while someone in the call speaks.
+    public var enableAdvancedDucking: ObjCBool
+    public var duckingLevel: Level
+
+    public init() {
+        enableAdvancedDucking = false
+        duckingLevel = .default
+    }
+
+    public init(enableAdvancedDucking: ObjCBool, duckingLevel: Level) {
+        self.enableAdvancedDucking = enableAdvancedDucking
+        self.duckingLevel = duckingLevel
+    }
+}
+
 /// The engine's output: the default output device (or the session's route), pulled on a
 /// real-time thread of its own. Its input is the graph's end, usually the main mixer.
 open class AVAudioOutputNode: AVAudioIONode, @unchecked Sendable {}
@@ -109,6 +135,28 @@ open class AVAudioInputNode: AVAudioIONode, AVAudioMixing, @unchecked Sendable {
             status = AudioUnitSetProperty(unit.ref, kAUVoiceIOProperty_MutedSpeechActivityEventListener, kAudioUnitScope_Global, 0, nil, 0)
         }
         return status == noErr
+    }
+
+    /// How other clients' playback is ducked while the engine runs with voice processing
+    /// (`kAUVoiceIOProperty_OtherAudioDuckingConfiguration`: the levels are described at
+    /// `AUVoiceIOOtherAudioDuckingLevel`). Set in vain before voice processing is enabled.
+    open var voiceProcessingOtherAudioDuckingConfiguration: AVAudioVoiceProcessingOtherAudioDuckingConfiguration {
+        get {
+            var value = AUVoiceIOOtherAudioDuckingConfiguration()
+            var size = UInt32(MemoryLayout<AUVoiceIOOtherAudioDuckingConfiguration>.size)
+            _ = AudioUnitGetProperty(unit.ref, kAUVoiceIOProperty_OtherAudioDuckingConfiguration, kAudioUnitScope_Global, 0, &value, &size)
+            return AVAudioVoiceProcessingOtherAudioDuckingConfiguration(
+                enableAdvancedDucking: ObjCBool(value.mEnableAdvancedDucking.boolValue),
+                duckingLevel: AVAudioVoiceProcessingOtherAudioDuckingConfiguration.Level(rawValue: Int(value.mDuckingLevel.rawValue)) ?? .default)
+        }
+        set {
+            var value = AUVoiceIOOtherAudioDuckingConfiguration(
+                mEnableAdvancedDucking: DarwinBoolean(newValue.enableAdvancedDucking.boolValue),
+                mDuckingLevel: AUVoiceIOOtherAudioDuckingLevel(rawValue: UInt32(newValue.duckingLevel.rawValue)) ?? .default)
+            AudioUnitSetProperty(
+                unit.ref, kAUVoiceIOProperty_OtherAudioDuckingConfiguration, kAudioUnitScope_Global, 0, &value,
+                UInt32(MemoryLayout<AUVoiceIOOtherAudioDuckingConfiguration>.size))
+        }
     }
 
     private func voiceSwitch(_ id: AudioUnitPropertyID) -> Bool {

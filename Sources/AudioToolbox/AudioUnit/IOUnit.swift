@@ -97,6 +97,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     deinit {
         inputScratch.deallocate()
         voiceSettings?.events.close()
+        voiceSettings?.ducking.close()
     }
 
     // MARK: Formats
@@ -136,6 +137,8 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             return voice == nil ? nil : (4, true)
         case kAUVoiceIOProperty_MutedSpeechActivityEventListener:
             return voice == nil ? nil : (MemoryLayout<AUVoiceIOMutedSpeechActivityEventListener>.size, true)
+        case kAUVoiceIOProperty_OtherAudioDuckingConfiguration:
+            return voice == nil ? nil : (MemoryLayout<AUVoiceIOOtherAudioDuckingConfiguration>.size, true)
         case kAudioUnitProperty_MakeConnection, kAudioUnitProperty_SetRenderCallback:
             return scope == kAudioUnitScope_Input && element == 0 ? super.propertyInfo(id, scope: scope, element: element) : nil
         default:
@@ -154,6 +157,9 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         case kAUVoiceIOProperty_BypassVoiceProcessing, kAUVoiceIOProperty_VoiceProcessingEnableAGC, kAUVoiceIOProperty_MuteOutput:
             guard let voice else { return .failure(StatusError(kAudioUnitErr_InvalidProperty)) }
             return .success(bytes(of: UInt32(voice.value(id) ? 1 : 0)))
+        case kAUVoiceIOProperty_OtherAudioDuckingConfiguration:
+            guard let voice else { return .failure(StatusError(kAudioUnitErr_InvalidProperty)) }
+            return .success(bytes(of: voice.ducking.configuration))
         case kAUVoiceIOProperty_MutedSpeechActivityEventListener:
             // Apple's is write-only.
             return .failure(StatusError(voice == nil ? kAudioUnitErr_InvalidProperty : kAudioUnitErr_PropertyNotInUse))
@@ -188,6 +194,15 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             guard let voice else { return kAudioUnitErr_InvalidProperty }
             guard let v = PropertyData.load(UInt32.self, from: data, size: size) else { return kAudio_ParamError }
             voice.set(id, v != 0)
+            return noErr
+        case kAUVoiceIOProperty_OtherAudioDuckingConfiguration:
+            guard let voice else { return kAudioUnitErr_InvalidProperty }
+            guard let data, size == UInt32(MemoryLayout<AUVoiceIOOtherAudioDuckingConfiguration>.size) else { return kAudio_ParamError }
+            // Read as raw values first: a level that is none of Apple's is refused, not loaded.
+            let advanced = data.load(fromByteOffset: MemoryLayout<AUVoiceIOOtherAudioDuckingConfiguration>.offset(of: \.mEnableAdvancedDucking)!, as: UInt8.self)
+            let rawLevel = data.load(fromByteOffset: MemoryLayout<AUVoiceIOOtherAudioDuckingConfiguration>.offset(of: \.mDuckingLevel)!, as: UInt8.self)
+            guard advanced <= 1, Int(rawLevel) < 4 else { return kAudioUnitErr_InvalidPropertyValue }
+            voice.ducking.configuration = data.load(as: AUVoiceIOOtherAudioDuckingConfiguration.self)
             return noErr
         case kAUVoiceIOProperty_MutedSpeechActivityEventListener:
             guard let voice else { return kAudioUnitErr_InvalidProperty }
@@ -323,9 +338,13 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                     let aheadSlices = latencyAsked ? 1 : 3
                     let player = Player(unit: self, format: f, slice: sliceFrames)
                     let use = AudioSessionHost.streamUse(output: true)
+                    var purpose = use?.purpose ?? .media
+                    // A voice-processing unit ducks others while it runs; its own playback is not
+                    // theirs: mixable, as a session's that ducks others is (the ducking leaves it).
+                    if voice != nil && purpose == .media { purpose = .mixable }
                     var request = HALStreamRequest(
                         format: HALStreamFormat(sampleRate: f.mSampleRate, channels: Int(f.mChannelsPerFrame)),
-                        bufferDuration: Double(aheadSlices * sliceFrames) / f.mSampleRate, name: "AudioUnit output", purpose: use?.purpose ?? .media,
+                        bufferDuration: Double(aheadSlices * sliceFrames) / f.mSampleRate, name: "AudioUnit output", purpose: purpose,
                         startCorked: false, device: outputDevice ?? AudioSessionHost.routing.output)
                     request.echoCancellation = voice == nil && (use?.echoCancellation ?? false)
                     request.ownThread = true
@@ -339,19 +358,21 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                 return kAudioUnitErr_FailedInitialization
             }
             running.store(true, ordering: .releasing)
+            // Other clients' playback ducked while the call runs (its configuration says how).
+            voice?.ducking.start()
             return noErr
         }
     }
 
     func stop() -> OSStatus {
         let onRenderThread = (player?.isRenderThread ?? false) || (recorder?.isRenderThread ?? false)
-        let streams: [any HALStream] = lock.withLock { _ in
-            guard running.exchange(false, ordering: .acquiringAndReleasing) else { return [] }
+        let (streams, ducking): ([any HALStream], VoiceDucking?) = lock.withLock { _ in
+            guard running.exchange(false, ordering: .acquiringAndReleasing) else { return ([], nil) }
             defer {
                 playStream = nil
                 recordStream = nil
             }
-            return [playStream, recordStream].compactMap { $0 }
+            return ([playStream, recordStream].compactMap { $0 }, voice?.ducking)
         }
         if onRenderThread {
             // A callback stopping its own unit: the thread cannot end itself; a helper closes it.
@@ -360,10 +381,12 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             closing.enter()
             DispatchQueue.global().async { [closing] in
                 for s in boxed.streams { s.close() }
+                ducking?.stop()
                 closing.leave()
             }
         } else {
             for s in streams { s.close() }
+            ducking?.stop()
             lock.withLock { _ in
                 if !running.load(ordering: .relaxed) {
                     voiceLinkRef = nil
@@ -375,6 +398,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     }
 
     private func closeStreams() {
+        voiceSettings?.ducking.stop()
         playStream?.close()
         recordStream?.close()
         playStream = nil
@@ -398,6 +422,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         _ = stop()
         closing.wait()
         voiceSettings?.events.close()
+        voiceSettings?.ducking.close()
         super.dispose()
     }
 

@@ -14,6 +14,40 @@ public let kAUVoiceIOProperty_MuteOutput: AudioUnitPropertyID = 2104
 /// speech starts or ends while the uplink is muted.
 public let kAUVoiceIOProperty_MutedSpeechActivityEventListener: AudioUnitPropertyID = 2106
 
+/// Apple's `kAUVoiceIOProperty_OtherAudioDuckingConfiguration`: how the unit ducks other
+/// clients' playback while it runs (an ``AUVoiceIOOtherAudioDuckingConfiguration``).
+public let kAUVoiceIOProperty_OtherAudioDuckingConfiguration: AudioUnitPropertyID = 2108
+
+/// Apple's `AUVoiceIOOtherAudioDuckingLevel`: how far other audio is lowered while a
+/// voice-processing unit runs. Here: ``default`` and ``max`` lower it to 20 % on the server's
+/// volume scale (−41.9 dB: the level the session's `duckOthers` uses, as Apple's default is the
+/// fixed amount it applied before there were levels), ``mid`` by 20 dB, ``min`` by 10 dB.
+public enum AUVoiceIOOtherAudioDuckingLevel: UInt32, Sendable {
+    case `default` = 0
+    case min = 10
+    case mid = 20
+    case max = 30
+}
+
+/// Apple's `AUVoiceIOOtherAudioDuckingConfiguration`. With `mEnableAdvancedDucking`, others are
+/// lowered only while someone in the call speaks (the microphone after processing, unmuted, or
+/// what the unit plays), and back up half a second after the last word; without it, for as long
+/// as the unit runs.
+public struct AUVoiceIOOtherAudioDuckingConfiguration: Sendable, Equatable {
+    public var mEnableAdvancedDucking: DarwinBoolean
+    public var mDuckingLevel: AUVoiceIOOtherAudioDuckingLevel
+
+    public init() {
+        mEnableAdvancedDucking = false
+        mDuckingLevel = .default
+    }
+
+    public init(mEnableAdvancedDucking: DarwinBoolean, mDuckingLevel: AUVoiceIOOtherAudioDuckingLevel) {
+        self.mEnableAdvancedDucking = mEnableAdvancedDucking
+        self.mDuckingLevel = mDuckingLevel
+    }
+}
+
 /// Apple's `AUVoiceIOSpeechActivityEvent`, as Swift sees it.
 public enum AUVoiceIOSpeechActivityEvent: UInt32, Sendable {
     case hasStarted = 0
@@ -63,6 +97,11 @@ final class VoiceLink: @unchecked Sendable {
     private let eventsRef: Unmanaged<MutedSpeechEvents>
     /// What the processor was last told (capture thread only).
     private var gainApplied = true
+    /// The ducking's voice watch, unretained for the capture thread; whether each side of the
+    /// call speaks (capture thread only).
+    private let duckingRef: Unmanaged<VoiceDucking>
+    private var nearVoice = SpeechDetector()
+    private var farVoice = SpeechDetector()
 
     // MARK: Far end (playback thread writes, capture thread reads)
 
@@ -105,6 +144,7 @@ final class VoiceLink: @unchecked Sendable {
         self.rate = rate
         self.settings = settings
         eventsRef = .passUnretained(settings.events)
+        duckingRef = .passUnretained(settings.ducking)
         frameLength = rate / 100
         self.processor = processor
         // Two seconds: the lining-up's lead and the longest echo delay fit many times over.
@@ -210,13 +250,15 @@ final class VoiceLink: @unchecked Sendable {
     private(set) var outputHostTime: UInt64 = 0
 
     private func processFrame() {
+        var played = false
         if !settings.bypass.load(ordering: .relaxed) {
             let agc = settings.gainControl.load(ordering: .relaxed)
             if agc != gainApplied {
                 processor.setGainControl(agc)
                 gainApplied = agc
             }
-            if farEnd() {
+            played = farEnd()
+            if played {
                 // The echo's delay found against the far end lined up with this frame, then the
                 // canceller's reference read that much earlier from the same history: a move
                 // of the lining-up moves the delay back by as much (``move(to:)``), so the
@@ -236,6 +278,15 @@ final class VoiceLink: @unchecked Sendable {
             settings.detector.reset()
             eventsRef._withUnsafeGuaranteedRef { $0.post() }
         }
+        // Voice in the call, for advanced ducking: the uplink as sent, and what the unit plays.
+        _ = nearVoice.observe(nearFrame, count: frameLength)
+        if played {
+            _ = farVoice.observe(farFrame, count: frameLength)
+        } else if farVoice.speaking {
+            farVoice.reset()
+        }
+        let voice = nearVoice.speaking || farVoice.speaking
+        duckingRef._withUnsafeGuaranteedRef { $0.voice(voice) }
     }
 
     /// Fills ``farFrame`` with the reference for the microphone frame just completed; false when
@@ -313,6 +364,7 @@ final class VoiceSettings: @unchecked Sendable {
     let gainControl = Atomic<Bool>(true)
     let muted = Atomic<Bool>(false)
     let events = MutedSpeechEvents()
+    let ducking = VoiceDucking()
     /// Whether someone speaks into the muted microphone: the capture thread's only. It lives as
     /// long as the unit, so its starts and ends alternate whatever stops and starts between.
     var detector = SpeechDetector()
@@ -496,5 +548,113 @@ final class MutedSpeechEvents: @unchecked Sendable {
                 delivered += 1
             }
         }
+    }
+}
+
+/// How a voice-processing unit ducks other clients' playback
+/// (`kAUVoiceIOProperty_OtherAudioDuckingConfiguration`): while the unit runs, it asks the
+/// session host to duck others by its level (``AudioSessionHost/duckOthers(_:for:)``: the
+/// deepest level any asker wants applies, and the server's own ducking or the guard undoes it if
+/// the process dies). With advanced ducking, only while the call has voice: the capture thread
+/// says so (an atomic and, on a change, a semaphore post), and a thread of this object's asks.
+final class VoiceDucking: @unchecked Sendable {
+    private let key = AudioSessionHost.newDucker()
+    private let voiceNow = Atomic<Bool>(false)
+    private let semaphore: UnsafeMutablePointer<sem_t>
+    private let state = Mutex<(configuration: AUVoiceIOOtherAudioDuckingConfiguration, running: Bool, thread: Bool, ending: Bool)>(
+        (AUVoiceIOOtherAudioDuckingConfiguration(), false, false, false))
+
+    init() {
+        semaphore = .allocate(capacity: 1)
+        sem_init(semaphore, 0, 0)
+    }
+
+    deinit {
+        sem_destroy(semaphore)
+        semaphore.deallocate()
+    }
+
+    /// The level a configuration asks for.
+    static func level(_ level: AUVoiceIOOtherAudioDuckingLevel) -> DuckLevel {
+        switch level {
+        case .min: .light
+        case .mid: .medium
+        case .default, .max: .full
+        }
+    }
+
+    var configuration: AUVoiceIOOtherAudioDuckingConfiguration {
+        get { state.withLock { $0.configuration } }
+        set {
+            startThread(state.withLock { s in
+                s.configuration = newValue
+                apply(&s)
+                return newValue.mEnableAdvancedDucking.boolValue
+            })
+        }
+    }
+
+    /// The unit started: ducking starts (advanced: when someone speaks).
+    func start() {
+        voiceNow.store(false, ordering: .relaxed)
+        startThread(state.withLock { s in
+            s.running = true
+            apply(&s)
+            return s.configuration.mEnableAdvancedDucking.boolValue
+        })
+    }
+
+    /// The unit stopped: ducking ends.
+    func stop() {
+        state.withLock { s in
+            s.running = false
+            apply(&s)
+        }
+    }
+
+    /// Whether the call has voice now (the capture thread, each frame): real-time safe.
+    func voice(_ speaking: Bool) {
+        if voiceNow.exchange(speaking, ordering: .acquiringAndReleasing) != speaking { sem_post(semaphore) }
+    }
+
+    /// Ends the thread (the unit is going away) and any ducking.
+    func close() {
+        let running = state.withLock { s -> Bool in
+            s.ending = true
+            s.running = false
+            apply(&s)
+            return s.thread
+        }
+        if running { sem_post(semaphore) }
+    }
+
+    /// Asks for what the state says now; under the state's lock, so that the last word wins.
+    private func apply(_ s: inout (configuration: AUVoiceIOOtherAudioDuckingConfiguration, running: Bool, thread: Bool, ending: Bool)) {
+        let advanced = s.configuration.mEnableAdvancedDucking.boolValue
+        let on = s.running && (!advanced || voiceNow.load(ordering: .acquiring))
+        // A server that refuses: the call goes on, ducking no one (as the session's duckOthers).
+        try? AudioSessionHost.duckOthers(on ? Self.level(s.configuration.mDuckingLevel) : nil, for: key)
+    }
+
+    private func startThread(_ advanced: Bool) {
+        guard advanced else { return }
+        let start = state.withLock { s -> Bool in
+            guard !s.thread, !s.ending else { return false }
+            s.thread = true
+            return true
+        }
+        guard start else { return }
+        let thread = Thread { [self] in
+            while true {
+                while sem_wait(semaphore) != 0 && errno == EINTR {}
+                let ending = state.withLock { s -> Bool in
+                    if !s.ending { apply(&s) }
+                    return s.ending
+                }
+                if ending { return }
+            }
+        }
+        thread.name = "VoiceIO ducking"
+        thread.start()
     }
 }
