@@ -4,7 +4,7 @@ import Glibc
 
 /// Finds how much later than the far end (what a call plays) its echo reaches the microphone,
 /// to the millisecond: the two signals' loudness, in 1 ms blocks, are correlated over lags up to
-/// ``maximumDelay``, with older blocks forgotten over about two seconds.
+/// ``maximumDelay``, with older blocks forgotten over about a second.
 ///
 /// The streams' reported latencies line the far end up with the microphone to within a few
 /// milliseconds, but the sound's own way from speaker to microphone (the room; on a test server,
@@ -33,8 +33,9 @@ package final class EchoDelayEstimator: @unchecked Sendable {
     private var farSum: Float = 0
     private var nearSum: Float = 0
     private var filled = 0
-    /// The forgetting factor per block: a time constant of 2 s.
-    private let keep: Float = 1 - 1 / 2000
+    /// The forgetting factor per block: a time constant of 1 s (a route change's new delay is
+    /// found half a second after the move: VoiceIOUnitTests).
+    private let keep: Float = 1 - 1 / 1000
 
     package init(sampleRate: Int, maximumDelay seconds: Double = 0.25) {
         blockLength = max(1, sampleRate / 1000)

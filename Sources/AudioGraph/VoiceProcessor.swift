@@ -192,7 +192,13 @@ package final class VoiceProcessor: @unchecked Sendable {
         let wanted = max(0, found - Int(Double(sampleRate) * Self.delayMargin))
         // Small wanderings of the estimate are left alone: each move costs the filter some
         // re-convergence.
-        if abs(wanted - referenceDelay) > sampleRate / 500 { referenceDelay = min(wanted, Self.longestReferenceDelay(sampleRate)) }
+        guard abs(wanted - referenceDelay) > sampleRate / 500 else { return }
+        // An echo that moved more than a few milliseconds took another way (a route change, a
+        // device's latency): the filter's taps are the old way's, off by a fraction of a block
+        // wherever the reference now lands, and unlearning them took speex 1.5 s longer than
+        // learning afresh. It starts over; the suppressor, noise estimate and gain keep theirs.
+        if abs(wanted - referenceDelay) > sampleRate / 200, let echo { speex_echo_state_reset(echo) }
+        referenceDelay = min(wanted, Self.longestReferenceDelay(sampleRate))
     }
 
     /// Cancels the echo of `reference` (the far end as the canceller is to see it: for speex,
@@ -236,3 +242,4 @@ package final class VoiceProcessor: @unchecked Sendable {
         for i in 0..<count { out[i] = Int16(max(-32768, min(32767, (samples[i] * 32768).rounded()))) }
     }
 }
+

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Issue 14's acoustic path on the private server: a `module-loopback` from the speaker's monitor
+/// Issue 14's acoustic path on the private server: a `module-loopback` from the speaker's monitor (or `source`)
 /// into `micfeed` (the default source's sink), `delayMsec` late at `gainDB`, so that what is played
 /// comes back as echo in the microphone. ``close()`` unloads it. Its stream carries the role
 /// ``PrivatePulseServer/roomRole()``: the room's sound, which no ducking lowers.
@@ -9,10 +9,10 @@ public final class AcousticPath: @unchecked Sendable {
     private let module: String
     private var closed = false
 
-    public init(server: PrivatePulseServer, delayMsec: Int = 40, gainDB: Double = -6) throws {
+    public init(server: PrivatePulseServer, source: String = "speaker.monitor", delayMsec: Int = 40, gainDB: Double = -6) throws {
         self.server = server
         module = try server.pactl([
-            "load-module", "module-loopback", "source=speaker.monitor", "sink=micfeed", "latency_msec=\(delayMsec)", "adjust_time=0", "source_dont_move=true",
+            "load-module", "module-loopback", "source=\(source)", "sink=micfeed", "latency_msec=\(delayMsec)", "adjust_time=0", "source_dont_move=true",
             "sink_dont_move=true", "sink_input_properties=media.role=\(PrivatePulseServer.roomRole())",
         ]).trimmingCharacters(in: .whitespacesAndNewlines)
         // The loopback's stream at the path's gain.
