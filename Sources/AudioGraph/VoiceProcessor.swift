@@ -76,6 +76,10 @@ package final class VoiceProcessor: @unchecked Sendable {
     /// The same, for the real-time path (a binding of the optional would retain it).
     private let estimatorRef: Unmanaged<EchoDelayEstimator>?
     package private(set) var referenceDelay = 0
+    /// Whether a delay was found yet, and a new one that is being watched (``estimate(far:near:)``).
+    private var delayFound = false
+    private var candidate = 0
+    private var candidateFrames = 0
 
     /// A processor at `sampleRate`: 8, 16, 32 or 48 kHz, the rates webrtc runs at (speex would
     /// take others; one list keeps the libraries interchangeable). Nil for any other rate, or
@@ -192,7 +196,20 @@ package final class VoiceProcessor: @unchecked Sendable {
         let wanted = max(0, found - Int(Double(sampleRate) * Self.delayMargin))
         // Small wanderings of the estimate are left alone: each move costs the filter some
         // re-convergence.
-        guard abs(wanted - referenceDelay) > sampleRate / 500 else { return }
+        guard abs(wanted - referenceDelay) > sampleRate / 500 else {
+            candidateFrames = 0
+            return
+        }
+        // After the first, a new delay is taken once it has held for 50 ms: a stray peak of the
+        // correlation (double talk, an echo with two ways) does not move or reset the filter.
+        if abs(wanted - candidate) > sampleRate / 500 {
+            candidate = wanted
+            candidateFrames = 0
+        }
+        candidateFrames += 1
+        guard !delayFound || candidateFrames >= 5 else { return }
+        delayFound = true
+        candidateFrames = 0
         // An echo that moved more than a few milliseconds took another way (a route change, a
         // device's latency): the filter's taps are the old way's, off by a fraction of a block
         // wherever the reference now lands, and unlearning them took speex 1.5 s longer than
@@ -235,6 +252,7 @@ package final class VoiceProcessor: @unchecked Sendable {
     package func moveReference(by frames: Int) {
         guard estimator != nil else { return }
         referenceDelay = min(max(referenceDelay + frames, 0), Self.longestReferenceDelay(sampleRate))
+        candidate += frames
         estimatorRef?._withUnsafeGuaranteedRef { $0.shift(by: frames) }
     }
 

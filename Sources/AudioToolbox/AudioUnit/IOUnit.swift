@@ -341,7 +341,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                     var purpose = use?.purpose ?? .media
                     // A voice-processing unit ducks others while it runs; its own playback is not
                     // theirs: mixable, as a session's that ducks others is (the ducking leaves it).
-                    if voice != nil && purpose == .media { purpose = .mixable }
+                    if voice != nil && (purpose == .media || purpose == .movie) { purpose = .mixable }
                     var request = HALStreamRequest(
                         format: HALStreamFormat(sampleRate: f.mSampleRate, channels: Int(f.mChannelsPerFrame)),
                         bufferDuration: Double(aheadSlices * sliceFrames) / f.mSampleRate, name: "AudioUnit output", purpose: purpose,
@@ -366,13 +366,15 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
 
     func stop() -> OSStatus {
         let onRenderThread = (player?.isRenderThread ?? false) || (recorder?.isRenderThread ?? false)
-        let (streams, ducking): ([any HALStream], VoiceDucking?) = lock.withLock { _ in
-            guard running.exchange(false, ordering: .acquiringAndReleasing) else { return ([], nil) }
+        let streams: [any HALStream] = lock.withLock { _ in
+            guard running.exchange(false, ordering: .acquiringAndReleasing) else { return [] }
+            // Ducking ends (its thread asks the server; this only wakes it).
+            voice?.ducking.stop()
             defer {
                 playStream = nil
                 recordStream = nil
             }
-            return ([playStream, recordStream].compactMap { $0 }, voice?.ducking)
+            return [playStream, recordStream].compactMap { $0 }
         }
         if onRenderThread {
             // A callback stopping its own unit: the thread cannot end itself; a helper closes it.
@@ -381,12 +383,10 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             closing.enter()
             DispatchQueue.global().async { [closing] in
                 for s in boxed.streams { s.close() }
-                ducking?.stop()
                 closing.leave()
             }
         } else {
             for s in streams { s.close() }
-            ducking?.stop()
             lock.withLock { _ in
                 if !running.load(ordering: .relaxed) {
                     voiceLinkRef = nil

@@ -250,14 +250,14 @@ final class VoiceLink: @unchecked Sendable {
     private(set) var outputHostTime: UInt64 = 0
 
     private func processFrame() {
-        var played = false
+        // Read bypassed too: the far end's voice counts for advanced ducking.
+        let played = farEnd()
         if !settings.bypass.load(ordering: .relaxed) {
             let agc = settings.gainControl.load(ordering: .relaxed)
             if agc != gainApplied {
                 processor.setGainControl(agc)
                 gainApplied = agc
             }
-            played = farEnd()
             if played {
                 // The echo's delay found against the far end lined up with this frame, then the
                 // canceller's reference read that much earlier from the same history: a move
@@ -556,7 +556,18 @@ final class MutedSpeechEvents: @unchecked Sendable {
 /// session host to duck others by its level (``AudioSessionHost/duckOthers(_:for:)``: the
 /// deepest level any asker wants applies, and the server's own ducking or the guard undoes it if
 /// the process dies). With advanced ducking, only while the call has voice: the capture thread
-/// says so (an atomic and, on a change, a semaphore post), and a thread of this object's asks.
+/// says so (an atomic and, on a change, a semaphore post).
+///
+/// The asking talks to the server, so it is done on a thread of this object's, made at the first
+/// start: ``start()``, ``stop()`` and a new ``configuration`` only change the state and wake it
+/// (a short lock and a post: the unit calls them under its own lock, and a callback may stop its
+/// unit from the real-time thread), and the thread asks for what the state says when it wakes.
+///
+/// The call's voice is a level detector (``SpeechDetector``) on the microphone as sent and on
+/// what the unit plays. With loudspeakers, another application's sound that reaches the
+/// microphone counts as the near side's voice (the canceller takes out only the unit's own
+/// playback), and ducking it then lets it back up half a second later: advanced ducking suits a
+/// headset; without one, leave it off.
 final class VoiceDucking: @unchecked Sendable {
     private let key = AudioSessionHost.newDucker()
     private let voiceNow = Atomic<Bool>(false)
@@ -586,30 +597,38 @@ final class VoiceDucking: @unchecked Sendable {
     var configuration: AUVoiceIOOtherAudioDuckingConfiguration {
         get { state.withLock { $0.configuration } }
         set {
-            startThread(state.withLock { s in
+            let wake = state.withLock { s -> Bool in
                 s.configuration = newValue
-                apply(&s)
-                return newValue.mEnableAdvancedDucking.boolValue
-            })
+                return s.thread
+            }
+            if wake { sem_post(semaphore) }
         }
     }
 
     /// The unit started: ducking starts (advanced: when someone speaks).
     func start() {
         voiceNow.store(false, ordering: .relaxed)
-        startThread(state.withLock { s in
+        let made = state.withLock { s -> Bool in
+            guard !s.ending else { return true }
             s.running = true
-            apply(&s)
-            return s.configuration.mEnableAdvancedDucking.boolValue
-        })
+            defer { s.thread = true }
+            return s.thread
+        }
+        if !made {
+            let thread = Thread { [self] in run() }
+            thread.name = "VoiceIO ducking"
+            thread.start()
+        }
+        sem_post(semaphore)
     }
 
     /// The unit stopped: ducking ends.
     func stop() {
-        state.withLock { s in
+        let wake = state.withLock { s -> Bool in
             s.running = false
-            apply(&s)
+            return s.thread
         }
+        if wake { sem_post(semaphore) }
     }
 
     /// Whether the call has voice now (the capture thread, each frame): real-time safe.
@@ -617,44 +636,23 @@ final class VoiceDucking: @unchecked Sendable {
         if voiceNow.exchange(speaking, ordering: .acquiringAndReleasing) != speaking { sem_post(semaphore) }
     }
 
-    /// Ends the thread (the unit is going away) and any ducking.
+    /// Ends any ducking, then the thread (the unit is going away).
     func close() {
-        let running = state.withLock { s -> Bool in
+        state.withLock { s in
             s.ending = true
             s.running = false
-            apply(&s)
-            return s.thread
         }
-        if running { sem_post(semaphore) }
+        sem_post(semaphore)
     }
 
-    /// Asks for what the state says now; under the state's lock, so that the last word wins.
-    private func apply(_ s: inout (configuration: AUVoiceIOOtherAudioDuckingConfiguration, running: Bool, thread: Bool, ending: Bool)) {
-        let advanced = s.configuration.mEnableAdvancedDucking.boolValue
-        let on = s.running && (!advanced || voiceNow.load(ordering: .acquiring))
-        // A server that refuses: the call goes on, ducking no one (as the session's duckOthers).
-        try? AudioSessionHost.duckOthers(on ? Self.level(s.configuration.mDuckingLevel) : nil, for: key)
-    }
-
-    private func startThread(_ advanced: Bool) {
-        guard advanced else { return }
-        let start = state.withLock { s -> Bool in
-            guard !s.thread, !s.ending else { return false }
-            s.thread = true
-            return true
+    private func run() {
+        while true {
+            while sem_wait(semaphore) != 0 && errno == EINTR {}
+            let (configuration, running, ending) = state.withLock { ($0.configuration, $0.running, $0.ending) }
+            let on = running && (!configuration.mEnableAdvancedDucking.boolValue || voiceNow.load(ordering: .acquiring))
+            // A server that refuses: the call goes on, ducking no one (as the session's duckOthers).
+            try? AudioSessionHost.duckOthers(on ? Self.level(configuration.mDuckingLevel) : nil, for: key)
+            if ending { return }
         }
-        guard start else { return }
-        let thread = Thread { [self] in
-            while true {
-                while sem_wait(semaphore) != 0 && errno == EINTR {}
-                let ending = state.withLock { s -> Bool in
-                    if !s.ending { apply(&s) }
-                    return s.ending
-                }
-                if ending { return }
-            }
-        }
-        thread.name = "VoiceIO ducking"
-        thread.start()
     }
 }
