@@ -73,15 +73,22 @@ final class IntercomTests: XCTestCase {
         let heard = mic.samples, played = ear.samples
         let onset = try XCTUnwrap(SignalAnalysis.onset(heard, threshold: 0.01), "nothing reached the microphone")
         let spoken = Array(heard[onset..<min(heard.count, onset + 48000 * 6)])
-        // The call's lag, from its first two seconds of words.
-        let head = SignalAnalysis.align(Array(spoken.prefix(96000)), in: played, maxLag: max(0, played.count - 96000))
+        // The call's lag, from a second of its first words: the first second, or the next ones
+        // if the jitter buffer ran dry inside it (the rest then plays a packet later, and one
+        // lag fits half the second: 0.45 in a CI run whose call was otherwise 0.85).
+        var head = (lag: 0, correlation: -1.0), headStart = 0
+        for second in 0..<min(3, spoken.count / 48000) where head.correlation < 0.7 {
+            let window = Array(spoken[(second * 48000)..<((second + 1) * 48000)])
+            let found = SignalAnalysis.align(window, in: played, maxLag: max(0, played.count - 48000))
+            if found.correlation > head.correlation { (head, headStart) = (found, second * 48000) }
+        }
         XCTAssertGreaterThan(head.correlation, 0.5, "the first words are not in what the speaker played")
         // Then half a second at a time, each lined up within two packets of the one before: where
         // the jitter buffer ran dry, the rest of the call plays a packet (20 ms) later, which a
         // listener does not hear but one alignment for the whole call would count as lost
         // words. The figure is the halves' mean, weighted by loudness.
         var weighted = 0.0, weights = 0.0
-        var lag = head.lag - onset
+        var lag = head.lag - (onset + headStart)
         for start in stride(from: onset, to: onset + spoken.count - 24000, by: 24000) {
             let window = Array(heard[start..<(start + 24000)])
             guard SignalAnalysis.rmsDB(window[...]) > -40 else { continue }
@@ -97,9 +104,9 @@ final class IntercomTests: XCTestCase {
         print(String(format: "intercom: correlation with the words sent %.3f (half seconds lined up)", intelligible))
         XCTAssertGreaterThanOrEqual(intelligible, 0.8, "the words through the call")
         // Mouth to ear: from when the microphone captured a sample to when the speaker played it,
-        // by the two recordings' capture times, over the first words.
+        // by the two recordings' capture times, over the second of words lined up first.
         let micStart = Double(mic.stamps[0].mHostTime) / 1e9, earStart = Double(ear.stamps[0].mHostTime) / 1e9
-        let latency = (earStart + Double(head.lag) / 48000) - (micStart + Double(onset) / 48000)
+        let latency = (earStart + Double(head.lag) / 48000) - (micStart + Double(onset + headStart) / 48000)
         print(String(format: "intercom: mouth-to-ear latency %.1f ms (20 ms packets, 10 ms I/O buffers; target ≤ 120 ms)", latency * 1000))
         XCTAssertGreaterThan(latency, 0.02, "a latency below a packet is a broken measurement")
         XCTAssertLessThan(latency, 0.3)
