@@ -150,12 +150,19 @@ public final class VoiceUnitCall: @unchecked Sendable {
         let processedCPU = Self.processCPU() - before
         set(kAUVoiceIOProperty_VoiceProcessingEnableAGC, true)
         // The echo's place in the bypassed recording: the far end, late by the path and the
-        // streams, found over its seconds 1 to 3.
+        // streams, found over its second 1, or 2 or 3 where the path changed inside the one
+        // before (the test server's loopback lengthens by a few ms at once now and then: one
+        // lag then fits half the span, 0.56 in a CI run).
         let second = Int(rate)
         guard farCount >= 4 * second else { throw Self.failure("the far end is shorter than 4 s") }
-        let found = SignalAnalysis.align(Array(farEnd[second..<(3 * second)]), in: Array(raw.recording[raw.farStart...]), maxLag: 3 * second / 2)
+        let recorded = Array(raw.recording[raw.farStart...])
+        var found = (lag: 0, correlation: -1.0), at = 0
+        for start in 1...3 where found.correlation <= 0.9 {
+            let window = SignalAnalysis.align(Array(farEnd[(start * second)..<((start + 1) * second)]), in: recorded, maxLag: 3 * second / 2)
+            if window.correlation > found.correlation { (found, at) = (window, start * second) }
+        }
         guard found.correlation > 0.9 else { throw Self.failure("no echo in the bypassed recording (correlation \(found.correlation))") }
-        let lag = found.lag - second
+        let lag = found.lag - at
         let mask = VoiceSignals.speaking(farEnd, sampleRate: second)
         func level(_ r: (recording: [Float], farStart: Int)) -> Double {
             let from = r.farStart + lag
