@@ -155,14 +155,15 @@ public final class VoiceUnitCall: @unchecked Sendable {
         // lag then fits half the span, 0.56 in a CI run).
         let second = Int(rate)
         guard farCount >= 4 * second else { throw Self.failure("the far end is shorter than 4 s") }
-        let recorded = Array(raw.recording[raw.farStart...])
-        var found = (lag: 0, correlation: -1.0), at = 0
+        // (Each second looked for from where it began to play, up to half a second later.)
+        var found = (lag: 0, correlation: -1.0)
         for start in 1...3 where found.correlation <= 0.9 {
-            let window = SignalAnalysis.align(Array(farEnd[(start * second)..<((start + 1) * second)]), in: recorded, maxLag: 3 * second / 2)
-            if window.correlation > found.correlation { (found, at) = (window, start * second) }
+            let from = min(raw.farStart + start * second, raw.recording.count)
+            let window = SignalAnalysis.align(Array(farEnd[(start * second)..<((start + 1) * second)]), in: Array(raw.recording[from...]), maxLag: second / 2)
+            if window.correlation > found.correlation { found = window }
         }
         guard found.correlation > 0.9 else { throw Self.failure("no echo in the bypassed recording (correlation \(found.correlation))") }
-        let lag = found.lag - at
+        let lag = found.lag
         let mask = VoiceSignals.speaking(farEnd, sampleRate: second)
         func level(_ r: (recording: [Float], farStart: Int)) -> Double {
             let from = r.farStart + lag
