@@ -196,9 +196,8 @@ package final class VoiceProcessor: @unchecked Sendable {
         let wanted = max(0, found - Int(Double(sampleRate) * Self.delayMargin))
         // The echo is left where it is in the filter while it stays inside it, from 1 ms after
         // the reference's start to 20 ms in (a 50 ms filter): each move costs the filter some
-        // re-convergence, and the streams' buffers let the echo wander slowly (6 ms over a minute
-        // of a call, in 3 ms moves, each of which left a second of echo 10 dB down: the long
-        // benchmark's 18–24 dB).
+        // re-convergence. (The 3 ms moves a long call made here were the test server's echo
+        // path lengthening at once, 17–239 samples at a time; the unit's streams stay locked.)
         let position = found - referenceDelay
         guard !delayFound || position < sampleRate / 1000 || position > sampleRate / 50 else {
             candidateFrames = 0
@@ -264,5 +263,3 @@ package final class VoiceProcessor: @unchecked Sendable {
         for i in 0..<count { out[i] = Int16(max(-32768, min(32767, (samples[i] * 32768).rounded()))) }
     }
 }
-
-
