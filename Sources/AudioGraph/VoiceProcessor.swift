@@ -10,7 +10,9 @@ import CWebRTCAudioProcessing
 /// microphone up to ``maximumEchoDelay`` later than its far-end frame (the room, or an acoustic
 /// path the caller cannot see), never earlier. speex's canceller gets the far end delayed by what
 /// an ``EchoDelayEstimator`` finds, less ``delayMargin``, so that its short filter (``echoTail``)
-/// sits where the echo is; webrtc finds the delay itself (its delay-agnostic mode).
+/// sits where the echo is; webrtc finds the delay itself (its delay-agnostic mode). An echo path
+/// that moves at once by less than the filter holds (a loopback or a link whose buffer ran dry)
+/// is followed by an ``EchoShiftFollower``, the filter's taps kept.
 ///
 /// Memory is made in `init`; ``process(near:far:)`` converts through buffers made there, so a
 /// real-time thread may call it (what the libraries do inside is theirs: the allocation test
@@ -80,6 +82,18 @@ package final class VoiceProcessor: @unchecked Sendable {
     private var delayFound = false
     private var candidate = 0
     private var candidateFrames = 0
+    /// speex only: finds the echo path's sudden moves inside the filter (``EchoShiftFollower``).
+    private let follower: EchoShiftFollower
+    /// Whether the follower's moves are taken (on unless a measurement turns it off).
+    package var followsEchoShifts = true
+    /// speex only: the last frames the canceller was given (microphone and reference, newest
+    /// last; ``replayFrames`` and the follower's longest move), replayed after a move
+    /// (``replay(movedBy:)``), and where a replay's output goes.
+    private let recentNear: UnsafeMutablePointer<Int16>
+    private let recentReference: UnsafeMutablePointer<Int16>
+    private let recentLength: Int
+    private let replayFrames: Int
+    private let replayOut: UnsafeMutablePointer<Int16>
 
     /// A processor at `sampleRate`: 8, 16, 32 or 48 kHz, the rates webrtc runs at (speex would
     /// take others; one list keeps the libraries interchangeable). Nil for any other rate, or
@@ -101,6 +115,16 @@ package final class VoiceProcessor: @unchecked Sendable {
         delayedFar.initialize(repeating: 0, count: frameLength)
         estimator = library == .speex && stages.echoCancellation ? EchoDelayEstimator(sampleRate: sampleRate, maximumDelay: Self.maximumEchoDelay) : nil
         estimatorRef = estimator.map { .passUnretained($0) }
+        follower = EchoShiftFollower(sampleRate: sampleRate, frameLength: frameLength, filterLength: Int(Double(sampleRate) * Self.echoTail))
+        // The filter's blocks and one more: its whole reference history.
+        replayFrames = Int(Double(sampleRate) * Self.echoTail) / frameLength + 1
+        recentLength = (replayFrames + 1) * frameLength + follower.latest
+        recentNear = .allocate(capacity: recentLength)
+        recentNear.initialize(repeating: 0, count: recentLength)
+        recentReference = .allocate(capacity: recentLength)
+        recentReference.initialize(repeating: 0, count: recentLength)
+        replayOut = .allocate(capacity: frameLength)
+        replayOut.initialize(repeating: 0, count: frameLength)
         switch library {
         case .webrtc:
             webrtc = oa_webrtc_new(
@@ -143,6 +167,9 @@ package final class VoiceProcessor: @unchecked Sendable {
         zeros.deallocate()
         farHistory.deallocate()
         delayedFar.deallocate()
+        recentNear.deallocate()
+        recentReference.deallocate()
+        replayOut.deallocate()
     }
 
     /// Turns gain control on or off while running (speex's: its preprocessor takes the change
@@ -218,7 +245,10 @@ package final class VoiceProcessor: @unchecked Sendable {
         // wherever the reference now lands, and unlearning them took speex 1.5 s longer than
         // learning afresh. It starts over; the suppressor, noise estimate and gain keep theirs.
         if abs(wanted - referenceDelay) > sampleRate / 200, let echo { speex_echo_state_reset(echo) }
-        referenceDelay = min(wanted, Self.longestReferenceDelay(sampleRate))
+        let delay = min(wanted, Self.longestReferenceDelay(sampleRate))
+        // The reference jumps: what the follower learnt of the path is the old alignment's.
+        if delay != referenceDelay { follower.reset() }
+        referenceDelay = delay
     }
 
     /// Cancels the echo of `reference` (the far end as the canceller is to see it: for speex,
@@ -236,11 +266,62 @@ package final class VoiceProcessor: @unchecked Sendable {
         if let echo {
             Self.shorts(reference ?? UnsafePointer(zeros), into: farShorts, count: n)
             speex_echo_cancellation(echo, nearShorts, farShorts, outShorts)
+            recentNear.update(from: recentNear + n, count: recentLength - n)
+            (recentNear + recentLength - n).update(from: nearShorts, count: n)
+            recentReference.update(from: recentReference + n, count: recentLength - n)
+            (recentReference + recentLength - n).update(from: farShorts, count: n)
+            // The echo path moved at once inside the filter (``EchoShiftFollower``): the filter's
+            // blocks are replayed on the moved alignment, and the reference follows the path
+            // from the next frame, so the filter's taps fit again. The follower's model of the
+            // path is the filter's strongest taps, taken from a frame cancelled well.
+            if followsEchoShifts && estimator != nil {
+                let moved = follower.observe(near: nearShorts, reference: farShorts, residual: outShorts, count: n)
+                if follower.wantsModel {
+                    speex_echo_ctl(echo, SPEEX_ECHO_GET_IMPULSE_RESPONSE, follower.modelBuffer)
+                    follower.takeModel()
+                }
+                if moved != 0 {
+                    replay(echo, movedBy: moved)
+                    shiftEcho(by: moved)
+                }
+            }
             speex_preprocess_run(preprocess, outShorts)
             for i in 0..<n { near[i] = Float(outShorts[i]) / 32768 }
         } else {
             speex_preprocess_run(preprocess, nearShorts)
             for i in 0..<n { near[i] = Float(nearShorts[i]) / 32768 }
+        }
+    }
+
+    /// After the echo path lengthened by `lag` samples in the frame just cancelled: speex's
+    /// filter is given its last blocks again as they were before the move, ending `lag` early,
+    /// then the frame with the reference `lag` earlier. Its reference history is then the moved
+    /// reference's, without a jump in it (left with one, the filter's later blocks model the
+    /// old alignment, and the errors they make while the history passes through undo the taps:
+    /// 10–30 dB for 150 ms after the move). Where the frame's second try leaves less, its output
+    /// is taken. A path that shortens would need the reference's future: it is moved plainly.
+    private func replay(_ echo: OpaquePointer, movedBy lag: Int) {
+        let n = frameLength
+        guard lag > 0, lag <= follower.latest else { return }
+        let end = recentLength - n - lag
+        for f in 0..<replayFrames {
+            let start = end - (replayFrames - f) * n
+            speex_echo_cancellation(echo, recentNear + start, recentReference + start, replayOut)
+        }
+        // The frame again, its reference from `lag` earlier.
+        farShorts.update(from: recentReference + end, count: n)
+        speex_echo_cancellation(echo, nearShorts, farShorts, replayOut)
+        let block = max(1, sampleRate / 1000)
+        var i = 0
+        while i < n {
+            let count = min(block, n - i)
+            var before: Float = 0, after: Float = 0
+            for k in i..<(i + count) {
+                before += Float(outShorts[k]) * Float(outShorts[k])
+                after += Float(replayOut[k]) * Float(replayOut[k])
+            }
+            if after < before { (outShorts + i).update(from: replayOut + i, count: count) }
+            i += count
         }
     }
 
@@ -252,7 +333,12 @@ package final class VoiceProcessor: @unchecked Sendable {
     /// the reference the canceller sees stays where it was (a caller reading its far end
     /// ``referenceDelay`` before the lined-up frame reads the same samples as before). A
     /// real-time thread may call it.
-    package func moveReference(by frames: Int) {
+    package func moveReference(by frames: Int) { shiftEcho(by: frames) }
+
+    /// The echo comes `frames` later behind the reference than it did (the caller's lining-up
+    /// moved, or the path itself): the reference is read as much earlier, and the delay estimate
+    /// and the delay being watched move with it.
+    private func shiftEcho(by frames: Int) {
         guard estimator != nil else { return }
         referenceDelay = min(max(referenceDelay + frames, 0), Self.longestReferenceDelay(sampleRate))
         candidate += frames

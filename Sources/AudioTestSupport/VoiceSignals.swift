@@ -56,13 +56,22 @@ public enum VoiceSignals {
 
     /// The acoustic path from speaker to microphone: the far end 40 ms later at −6 dB, as the
     /// issue's `module-loopback` set-up, plus a reflection 9 ms after that at −16 dB (a room).
-    public static func echo(of far: [Float], sampleRate: Int) -> [Float] {
+    /// `moves`: the path lengthens (or shortens: negative) by `by` samples at once at sample
+    /// `at`, as a loopback or a Bluetooth link does when its buffer runs dry.
+    public static func echo(of far: [Float], sampleRate: Int, moves: [(at: Int, by: Int)] = []) -> [Float] {
         let direct = sampleRate * 40 / 1000, reflection = sampleRate * 49 / 1000
         var out = [Float](repeating: 0, count: far.count)
+        var moved = 0
+        var next = 0
+        let moves = moves.sorted { $0.at < $1.at }
         for i in 0..<far.count {
+            while next < moves.count && moves[next].at <= i {
+                moved += moves[next].by
+                next += 1
+            }
             var v: Float = 0
-            if i >= direct { v += 0.5 * far[i - direct] }
-            if i >= reflection { v += 0.158 * far[i - reflection] }
+            if i >= direct + moved { v += 0.5 * far[i - direct - moved] }
+            if i >= reflection + moved { v += 0.158 * far[i - reflection - moved] }
             out[i] = v
         }
         return out

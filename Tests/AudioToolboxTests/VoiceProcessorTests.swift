@@ -74,6 +74,43 @@ final class VoiceProcessorTests: XCTestCase {
         }
     }
 
+    /// An echo path that lengthens or shortens at once (the test server's loopback grows by
+    /// 17–239 samples now and then): the follower finds the move in the first frame that leaks,
+    /// speex's filter keeps its taps and the echo stays down in the second after each move
+    /// (72–78 dB after a lengthening, 42 dB after a shortening, which is not replayed), where
+    /// left alone it is 4–6 dB down in that second while the filter re-learns.
+    func testTheCancellerFollowsAnEchoPathThatMovesAtOnce() throws {
+        for rate in [16000, 48000] {
+            var far = try VoiceSignals.speech(VoiceSignals.farText, voice: VoiceSignals.farVoice, sampleRate: rate, in: dir)
+            far = VoiceSignals.scaled(far, toSpeechRMS: -20, sampleRate: rate)
+            // Samples at 48 kHz: +22, +120, −60 (0.46, 2.5, −1.25 ms).
+            let moves = [(at: 4 * rate, by: 22 * rate / 48000), (at: 7 * rate, by: 120 * rate / 48000), (at: 10 * rate, by: -60 * rate / 48000)]
+            let echo = VoiceSignals.echo(of: far, sampleRate: rate, moves: moves)
+            let microphone = zip(echo, VoiceSignals.noise(count: echo.count, dBFS: -70, seed: 1)).map { $0 + $1 }
+            let echoing = VoiceSignals.speaking(echo, sampleRate: rate)
+            func secondAfter(_ out: [Float], _ at: Int) -> Double {
+                let first = at / (rate / 100)
+                var mask = echoing
+                for f in mask.indices where f < first || f >= first + 100 { mask[f] = false }
+                return VoiceSignals.erle(input: microphone, output: out, where: mask, sampleRate: rate, from: first)
+            }
+            var figures: [Bool: [Double]] = [:]
+            for follows in [true, false] {
+                let processor = try XCTUnwrap(
+                    VoiceProcessor(library: .speex, sampleRate: rate, stages: .init(echoCancellation: true, noiseSuppression: true, gainControl: false)))
+                processor.followsEchoShifts = follows
+                let out = VoiceSignals.process(processor, near: microphone, far: far)
+                figures[follows] = moves.map { secondAfter(out, $0.at) } + [VoiceSignals.erle(input: microphone, output: out, where: echoing, sampleRate: rate, from: 200)]
+            }
+            let f = { (v: [Double]) in v.map { String(format: "%.1f", $0) }.joined(separator: " / ") }
+            print("\(rate) Hz: the echo's loss in the second after each move, then from 2 s on (dB): followed \(f(figures[true]!)), left alone \(f(figures[false]!))")
+            for (k, erle) in figures[true]!.dropLast().enumerated() {
+                XCTAssertGreaterThanOrEqual(erle, 35, "\(rate) Hz: the echo in the second after the path moved by \(moves[k].by)")
+            }
+            XCTAssertGreaterThanOrEqual(figures[true]!.last!, 45, "\(rate) Hz: the echo from 2 s on, through three moves")
+        }
+    }
+
     /// The processor takes 8, 16, 32 and 48 kHz (webrtc's rates) from either library; anything
     /// else is refused, not processed at a rate the caller did not give.
     func testRatesOutsideTheFourAreRefused() {

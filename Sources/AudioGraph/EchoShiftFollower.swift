@@ -1,0 +1,253 @@
+/// Finds where an echo path that was cancelled well moved to at once, so that the canceller's
+/// reference can be moved by as much and its filter's taps, which still describe the path, go
+/// on cancelling it.
+///
+/// A path lengthens or shortens at once now and then: a loopback or a Bluetooth link whose
+/// buffer ran dry, a USB device resynchronising (the test server's `module-loopback` grew by
+/// 17–239 samples at once, up to three times a minute). speex's filter then models an echo that
+/// is no longer where it was; left alone it re-learns it in 2–3 s, the echo only 2–10 dB down
+/// meanwhile.
+///
+/// What the filter makes of the reference (its echo estimate: the microphone less the
+/// canceller's output) is the old path's echo. After the path moved by `d` samples, the
+/// microphone's echo is that estimate `d` samples later, whatever the path's shape (reflections
+/// and all). So when a frame of a filter that cancelled well (≥ 20 dB in the last second) leaks
+/// (< 10 dB), the estimate is tried at lags from ``earliest`` before to ``latest`` after, the
+/// shortest first: the first that leaves at least 10 dB less of the microphone than lag 0 does,
+/// and at least 10 dB less than the microphone, taken down to the bottom of its dip, is the
+/// move. Double talk leaks too, but no lag of the estimate explains a near voice: nothing moves.
+/// A voice's pitch period further on explains a voiced echo about as well as the move does
+/// (the paths measured moved by less than a pitch period), hence the shortest.
+///
+/// In the frame where the move is found, each millisecond of the canceller's output is
+/// replaced by the microphone less the moved estimate where that is quieter: the move's frame
+/// does not leak either.
+///
+/// One caller thread; memory is made in `init`, ``observe(near:residual:count:)`` allocates
+/// nothing.
+package final class EchoShiftFollower: @unchecked Sendable {
+    package let sampleRate: Int
+    package let frameLength: Int
+    /// The lags tried: the echo up to 2.5 ms earlier and 10 ms later than the estimate has it
+    /// (a larger move takes the echo out of the filter: the delay estimate finds it then).
+    package let earliest: Int
+    package let latest: Int
+    /// The step through the frame when trying a lag: 1 sample at 16 kHz, 3 at 48 kHz (a sum of
+    /// fewer terms at every lag).
+    private let step: Int
+    /// The filter's length, and its strongest taps as last taken (``wantsModel``): the old
+    /// path, whose echo estimate is made from the reference when a frame leaks.
+    package let filterLength: Int
+    /// Where ``takeModel()`` wants the filter's impulse response (speex's 32767 per unit).
+    package let modelBuffer: UnsafeMutablePointer<Int32>
+    /// Set when a frame cancelled well should have its filter taken for the model.
+    package private(set) var wantsModel = false
+    private let modelLags: UnsafeMutablePointer<Int>
+    private let modelGains: UnsafeMutablePointer<Float>
+    private var modelTaps = 0
+    private static let mostTaps = 64
+    private var goodFrames = 0
+    /// The reference as the canceller was given it, the newest sample last (the frame, the
+    /// longest lag and the filter's length).
+    private let reference: UnsafeMutablePointer<Float>
+    private let referenceLength: Int
+    /// The microphone's frame, and the model's echo estimate for it and the ``latest`` samples
+    /// before (``historyLength``).
+    private let microphone: UnsafeMutablePointer<Float>
+    private let estimate: UnsafeMutablePointer<Float>
+    private let historyLength: Int
+    /// Frames since one was cancelled well (≥ 20 dB); whether one was, since the last move.
+    private var framesSinceGood = Int.max / 2
+    private var armed = false
+    /// Frames left before the history holds only what came after a move or a reset.
+    private var settling = 0
+
+    package init(sampleRate: Int, frameLength: Int, filterLength: Int) {
+        self.sampleRate = sampleRate
+        self.frameLength = frameLength
+        self.filterLength = filterLength
+        modelBuffer = .allocate(capacity: filterLength)
+        modelBuffer.initialize(repeating: 0, count: filterLength)
+        modelLags = .allocate(capacity: Self.mostTaps)
+        modelLags.initialize(repeating: 0, count: Self.mostTaps)
+        modelGains = .allocate(capacity: Self.mostTaps)
+        modelGains.initialize(repeating: 0, count: Self.mostTaps)
+        step = max(1, sampleRate / 16000)
+        earliest = sampleRate / 400
+        latest = sampleRate / 100
+        historyLength = frameLength + latest
+        microphone = .allocate(capacity: historyLength)
+        microphone.initialize(repeating: 0, count: historyLength)
+        estimate = .allocate(capacity: historyLength)
+        estimate.initialize(repeating: 0, count: historyLength)
+        referenceLength = historyLength + filterLength
+        reference = .allocate(capacity: referenceLength)
+        reference.initialize(repeating: 0, count: referenceLength)
+    }
+
+    deinit {
+        modelBuffer.deallocate()
+        modelLags.deallocate()
+        modelGains.deallocate()
+        microphone.deallocate()
+        estimate.deallocate()
+        reference.deallocate()
+    }
+
+    /// ``modelBuffer`` holds the filter's impulse response (speex's `SPEEX_ECHO_GET_IMPULSE_RESPONSE`): its taps within 20 dB of the
+    /// strongest (up to 64, the earliest first) are the model from now on.
+    package func takeModel() {
+        wantsModel = false
+        var peak: Int32 = 0
+        for i in 0..<filterLength { peak = max(peak, abs(modelBuffer[i])) }
+        guard peak > 0 else { return }
+        // speex's taps come scaled by 32767 and by its transform's length, two frames (the
+        // test path's −6 dB tap read 0.49 so).
+        let scale = 1 / (32767 * Float(2 * frameLength))
+        modelTaps = 0
+        for i in 0..<filterLength where abs(modelBuffer[i]) * 10 >= peak && modelTaps < Self.mostTaps {
+            modelLags[modelTaps] = i
+            modelGains[modelTaps] = Float(modelBuffer[i]) * scale
+            modelTaps += 1
+        }
+    }
+
+    /// The filter starts over, or its reference jumped (the delay estimate moved it): what was
+    /// learnt of the path is gone, and the history holds the old alignment.
+    package func reset() {
+        armed = false
+        modelTaps = 0
+        goodFrames = 0
+        wantsModel = false
+        framesSinceGood = Int.max / 2
+        // Until the reference history (and the caller's replay of the filter's blocks, as long
+        // again as the longest lag) holds only the new alignment.
+        settling = (referenceLength + latest + frameLength - 1) / frameLength
+    }
+
+    /// Takes a frame: the microphone before cancellation and the canceller's output (16-bit, as
+    /// speex takes them; the output is mended where a move is found). Returns how many samples
+    /// later the echo now comes than the filter expects (0: where it was, or not known); the
+    /// caller moves the reference by as much from the next frame.
+    package func observe(
+        near: UnsafePointer<Int16>, reference given: UnsafePointer<Int16>, residual: UnsafeMutablePointer<Int16>, count n: Int
+    ) -> Int {
+        precondition(n == frameLength, "EchoShiftFollower takes a frame at a time")
+        reference.update(from: reference + n, count: referenceLength - n)
+        let frameReference = reference + referenceLength - n
+        for i in 0..<n { frameReference[i] = Float(given[i]) / 32768 }
+        var nearEnergy: Float = 0, outEnergy: Float = 0
+        let frameMic = microphone + historyLength - n
+        for i in 0..<n {
+            let m = Float(near[i]) / 32768, r = Float(residual[i]) / 32768
+            frameMic[i] = m
+            nearEnergy += m * m
+            outEnergy += r * r
+        }
+        framesSinceGood = min(framesSinceGood + 1, Int.max / 2)
+        if settling > 0 {
+            settling -= 1
+            return 0
+        }
+        // A frame with something in it (above −50 dBFS).
+        let active = nearEnergy > Float(n) * 1e-5
+        if active && outEnergy * 100 <= nearEnergy {
+            framesSinceGood = 0
+            armed = true
+            if goodFrames % 10 == 0 { wantsModel = true }
+            goodFrames += 1
+        }
+        guard armed, modelTaps > 0, framesSinceGood <= 100, active, outEnergy * 10 > nearEnergy else { return 0 }
+        modelEstimate()
+        let move = search()
+        guard move != 0 else { return 0 }
+        mend(residual, movedBy: move)
+        // Earned again by a frame cancelled well: a move that did not help is not followed by
+        // another.
+        reset()
+        return move
+    }
+
+    /// The model's echo of the reference for the frame and the ``latest`` samples before it.
+    private func modelEstimate() {
+        let base = reference + filterLength
+        for t in 0..<historyLength {
+            var y: Float = 0
+            for k in 0..<modelTaps { y += modelGains[k] * base[t - modelLags[k]] }
+            estimate[t] = y
+        }
+    }
+
+    /// The fraction of the frame's microphone the estimate `lag` samples later leaves
+    /// (1: explains nothing).
+    private func unexplained(lag: Int) -> Float {
+        let n = frameLength
+        let start = historyLength - n
+        // The estimate's newest sample bounds a negative lag's end.
+        let end = historyLength - max(0, -lag)
+        var left: Float = 0, energy: Float = 0
+        var t = start
+        while t < end {
+            let m = microphone[t], d = m - estimate[t - lag]
+            left += d * d
+            energy += m * m
+            t += step
+        }
+        return energy > 0 ? left / energy : 1
+    }
+
+    /// The move, when a lag explains the frame clearly better than lag 0; else 0.
+    private func search() -> Int {
+        let now = unexplained(lag: 0)
+        // Explains the frame: leaves at most a tenth of the microphone, and a tenth of what lag 0
+        // leaves.
+        let enough = min(0.1, now / 10)
+        for distance in 2...max(earliest, latest) {
+            for lag in [distance, -distance] where lag <= latest && -lag <= earliest {
+                var left = unexplained(lag: lag)
+                guard left <= enough else { continue }
+                // The shortest lag that explains it, then down to the bottom of its dip: a pitch
+                // period further on explains a voiced echo about as well.
+                var best = lag
+                let direction = lag > 0 ? 1 : -1
+                while best + direction <= latest && -(best + direction) <= earliest {
+                    let next = unexplained(lag: best + direction)
+                    guard next < left else { break }
+                    left = next
+                    best += direction
+                }
+                return best
+            }
+        }
+        return 0
+    }
+
+    /// The move's frame: each millisecond of the output replaced by the microphone less the
+    /// estimate `lag` later where that is quieter (where the estimate is not there yet, for a
+    /// negative lag's last samples, the output is held 26 dB down).
+    private func mend(_ residual: UnsafeMutablePointer<Int16>, movedBy lag: Int) {
+        let n = frameLength, block = max(1, sampleRate / 1000)
+        let start = historyLength - n
+        var i = 0
+        while i < n {
+            let count = min(block, n - i)
+            var speexEnergy: Float = 0, movedEnergy: Float = 0
+            for k in i..<(i + count) {
+                let r = Float(residual[k]) / 32768
+                let t = start + k
+                let moved = t - lag < historyLength ? microphone[t] - estimate[t - lag] : r * 0.05
+                speexEnergy += r * r
+                movedEnergy += moved * moved
+            }
+            if movedEnergy < speexEnergy {
+                for k in i..<(i + count) {
+                    let t = start + k
+                    let r = Float(residual[k]) / 32768
+                    let moved = t - lag < historyLength ? microphone[t] - estimate[t - lag] : r * 0.05
+                    residual[k] = Int16(max(-32768, min(32767, (moved * 32768).rounded())))
+                }
+            }
+            i += count
+        }
+    }
+}
