@@ -8,23 +8,28 @@
 /// is no longer where it was; left alone it re-learns it in 2–3 s, the echo only 2–10 dB down
 /// meanwhile.
 ///
-/// What the filter makes of the reference (its echo estimate: the microphone less the
-/// canceller's output) is the old path's echo. After the path moved by `d` samples, the
-/// microphone's echo is that estimate `d` samples later, whatever the path's shape (reflections
-/// and all). So when a frame of a filter that cancelled well (≥ 20 dB in the last second) leaks
-/// (< 10 dB), the estimate is tried at lags from ``earliest`` before to ``latest`` after, the
-/// shortest first: the first that leaves at least 10 dB less of the microphone than lag 0 does,
-/// and at least 10 dB less than the microphone, taken down to the bottom of its dip, is the
-/// move. Double talk leaks too, but no lag of the estimate explains a near voice: nothing moves.
-/// A voice's pitch period further on explains a voiced echo about as well as the move does
-/// (the paths measured moved by less than a pitch period), hence the shortest.
+/// The filter, taken while it cancels well, is a model of the old path: its strongest taps
+/// (within 20 dB of the peak, up to 64) make an echo estimate from the reference. After the path
+/// moved by `d` samples, the microphone's echo is that estimate `d` samples later, whatever the
+/// path's shape (reflections and all). (The canceller's own estimate, the microphone less its
+/// output, is no such model: speex's filter already moves in the frame that leaks, and at the
+/// move the right lag explained only a third of it.) So when a frame of a filter that
+/// cancelled well (≥ 20 dB in the last second) leaks (< 10 dB), the model's estimate is tried at
+/// lags from ``earliest`` before to ``latest`` after, the shortest first: the first that leaves
+/// at least 10 dB less of the microphone than lag 0 does, at least 10 dB less than the
+/// microphone, and at most 3 dB more than the best lag, taken down to the bottom of its dip, is
+/// the move. Double talk leaks too, but no
+/// lag of the estimate explains a near voice: nothing moves. A voice's pitch period further on
+/// explains a voiced echo about as well as the move does (the paths measured moved by less than
+/// a pitch period), hence the shortest; a tone's period explains the tone but not the rest of
+/// the sound, hence the best's 3 dB.
 ///
 /// In the frame where the move is found, each millisecond of the canceller's output is
 /// replaced by the microphone less the moved estimate where that is quieter: the move's frame
 /// does not leak either.
 ///
-/// One caller thread; memory is made in `init`, ``observe(near:residual:count:)`` allocates
-/// nothing.
+/// One caller thread; memory is made in `init`, ``observe(near:reference:residual:count:)``
+/// allocates nothing.
 package final class EchoShiftFollower: @unchecked Sendable {
     package let sampleRate: Int
     package let frameLength: Int
@@ -45,6 +50,8 @@ package final class EchoShiftFollower: @unchecked Sendable {
     private let modelLags: UnsafeMutablePointer<Int>
     private let modelGains: UnsafeMutablePointer<Float>
     private var modelTaps = 0
+    /// What each lag leaves of the frame, from ``earliest`` before to ``latest`` after.
+    private let leftByLag: UnsafeMutablePointer<Float>
     private static let mostTaps = 64
     private var goodFrames = 0
     /// The reference as the canceller was given it, the newest sample last (the frame, the
@@ -80,6 +87,8 @@ package final class EchoShiftFollower: @unchecked Sendable {
         microphone.initialize(repeating: 0, count: historyLength)
         estimate = .allocate(capacity: historyLength)
         estimate.initialize(repeating: 0, count: historyLength)
+        leftByLag = .allocate(capacity: earliest + latest + 1)
+        leftByLag.initialize(repeating: 1, count: earliest + latest + 1)
         referenceLength = historyLength + filterLength
         reference = .allocate(capacity: referenceLength)
         reference.initialize(repeating: 0, count: referenceLength)
@@ -87,6 +96,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
 
     deinit {
         modelBuffer.deallocate()
+        leftByLag.deallocate()
         modelLags.deallocate()
         modelGains.deallocate()
         microphone.deallocate()
@@ -198,25 +208,28 @@ package final class EchoShiftFollower: @unchecked Sendable {
 
     /// The move, when a lag explains the frame clearly better than lag 0; else 0.
     private func search() -> Int {
-        let now = unexplained(lag: 0)
-        // Explains the frame: leaves at most a tenth of the microphone, and a tenth of what lag 0
-        // leaves.
-        let enough = min(0.1, now / 10)
+        var best = Float.infinity
+        for lag in -earliest...latest {
+            let left = unexplained(lag: lag)
+            leftByLag[lag + earliest] = left
+            if lag != 0 { best = min(best, left) }
+        }
+        // Explains the frame: leaves at most a tenth of the microphone, a tenth of what lag 0
+        // leaves, and at most twice what the best lag leaves (a tone's period on explains the
+        // tone, not the rest).
+        let enough = min(0.1, leftByLag[earliest] / 10, 2 * best)
         for distance in 2...max(earliest, latest) {
-            for lag in [distance, -distance] where lag <= latest && -lag <= earliest {
-                var left = unexplained(lag: lag)
-                guard left <= enough else { continue }
-                // The shortest lag that explains it, then down to the bottom of its dip: a pitch
+            for direction in stride(from: 1, through: -1, by: -2) {
+                var lag = distance * direction
+                guard lag <= latest && -lag <= earliest, leftByLag[lag + earliest] <= enough else { continue }
+                // The shortest lag that explains it, down to the bottom of its dip: a pitch
                 // period further on explains a voiced echo about as well.
-                var best = lag
-                let direction = lag > 0 ? 1 : -1
-                while best + direction <= latest && -(best + direction) <= earliest {
-                    let next = unexplained(lag: best + direction)
-                    guard next < left else { break }
-                    left = next
-                    best += direction
+                while lag + direction <= latest && -(lag + direction) <= earliest
+                    && leftByLag[lag + direction + earliest] < leftByLag[lag + earliest]
+                {
+                    lag += direction
                 }
-                return best
+                return lag
             }
         }
         return 0

@@ -86,6 +86,8 @@ package final class VoiceProcessor: @unchecked Sendable {
     private let follower: EchoShiftFollower
     /// Whether the follower's moves are taken (on unless a measurement turns it off).
     package var followsEchoShifts = true
+    /// How many moves of the echo path the follower found (a count for measurements).
+    package private(set) var movesFollowed = 0
     /// speex only: the last frames the canceller was given (microphone and reference, newest
     /// last; ``replayFrames`` and the follower's longest move), replayed after a move
     /// (``replay(movedBy:)``), and where a replay's output goes.
@@ -282,6 +284,7 @@ package final class VoiceProcessor: @unchecked Sendable {
                 }
                 if moved != 0 {
                     replay(echo, movedBy: moved)
+                    movesFollowed += 1
                     shiftEcho(by: moved)
                 }
             }
