@@ -22,7 +22,9 @@
 /// lag of the estimate explains a near voice: nothing moves. A voice's pitch period further on
 /// explains a voiced echo about as well as the move does (the paths measured moved by less than
 /// a pitch period), hence the shortest; a tone's period explains the tone but not the rest of
-/// the sound, hence the best's 3 dB.
+/// the sound, hence the best's 3 dB. Where another lag a millisecond or more away explains the
+/// frame within 3 dB too (a pitch period either side of the move), nothing moves in that frame:
+/// the next leaking frame has another pitch and the same move.
 ///
 /// In the frame where the move is found, each millisecond of the canceller's output is
 /// replaced by the microphone less the moved estimate where that is quieter: the move's frame
@@ -108,14 +110,15 @@ package final class EchoShiftFollower: @unchecked Sendable {
     /// strongest (up to 64, the earliest first) are the model from now on.
     package func takeModel() {
         wantsModel = false
-        var peak: Int32 = 0
-        for i in 0..<filterLength { peak = max(peak, abs(modelBuffer[i])) }
+        // In Int64: a tap's magnitude times 10 (and Int32.min's) would not fit.
+        var peak: Int64 = 0
+        for i in 0..<filterLength { peak = max(peak, abs(Int64(modelBuffer[i]))) }
         guard peak > 0 else { return }
         // speex's taps come scaled by 32767 and by its transform's length, two frames (the
         // test path's −6 dB tap read 0.49 so).
         let scale = 1 / (32767 * Float(2 * frameLength))
         modelTaps = 0
-        for i in 0..<filterLength where abs(modelBuffer[i]) * 10 >= peak && modelTaps < Self.mostTaps {
+        for i in 0..<filterLength where abs(Int64(modelBuffer[i])) * 10 >= peak && modelTaps < Self.mostTaps {
             modelLags[modelTaps] = i
             modelGains[modelTaps] = Float(modelBuffer[i]) * scale
             modelTaps += 1
@@ -228,6 +231,14 @@ package final class EchoShiftFollower: @unchecked Sendable {
                     && leftByLag[lag + direction + earliest] < leftByLag[lag + earliest]
                 {
                     lag += direction
+                }
+                // Another lag a millisecond or more away that explains it within 3 dB: a pitch
+                // period either side of the move (a high voice's is shorter than the longest
+                // moves). Not this frame: the next leaking one has another pitch, the move the
+                // same lag.
+                let chosen = leftByLag[lag + earliest], apart = max(2, sampleRate / 1000)
+                for other in -earliest...latest where other != 0 && abs(other - lag) >= apart {
+                    if leftByLag[other + earliest] <= 2 * chosen { return 0 }
                 }
                 return lag
             }

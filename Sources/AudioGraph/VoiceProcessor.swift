@@ -85,7 +85,9 @@ package final class VoiceProcessor: @unchecked Sendable {
     /// speex only: finds the echo path's sudden moves inside the filter (``EchoShiftFollower``).
     private let follower: EchoShiftFollower
     /// Whether the follower's moves are taken (on unless a measurement turns it off).
-    package var followsEchoShifts = true
+    package var followsEchoShifts = true {
+        didSet { follower.reset() }
+    }
     /// How many moves of the echo path the follower found (a count for measurements).
     package private(set) var movesFollowed = 0
     /// speex only: the last frames the canceller was given (microphone and reference, newest
@@ -117,9 +119,11 @@ package final class VoiceProcessor: @unchecked Sendable {
         delayedFar.initialize(repeating: 0, count: frameLength)
         estimator = library == .speex && stages.echoCancellation ? EchoDelayEstimator(sampleRate: sampleRate, maximumDelay: Self.maximumEchoDelay) : nil
         estimatorRef = estimator.map { .passUnretained($0) }
-        follower = EchoShiftFollower(sampleRate: sampleRate, frameLength: frameLength, filterLength: Int(Double(sampleRate) * Self.echoTail))
+        // speex's filter: whole frames (its impulse response is as long).
+        let filterFrames = (Int(Double(sampleRate) * Self.echoTail) + frameLength - 1) / frameLength
+        follower = EchoShiftFollower(sampleRate: sampleRate, frameLength: frameLength, filterLength: filterFrames * frameLength)
         // The filter's blocks and one more: its whole reference history.
-        replayFrames = Int(Double(sampleRate) * Self.echoTail) / frameLength + 1
+        replayFrames = filterFrames + 1
         recentLength = (replayFrames + 1) * frameLength + follower.latest
         recentNear = .allocate(capacity: recentLength)
         recentNear.initialize(repeating: 0, count: recentLength)
@@ -282,7 +286,9 @@ package final class VoiceProcessor: @unchecked Sendable {
                     speex_echo_ctl(echo, SPEEX_ECHO_GET_IMPULSE_RESPONSE, follower.modelBuffer)
                     follower.takeModel()
                 }
-                if moved != 0 {
+                // A move the reference cannot make in full (it would pass 0 or the longest
+                // delay) is left to the delay estimate.
+                if moved != 0 && (0...Self.longestReferenceDelay(sampleRate)).contains(referenceDelay + moved) {
                     replay(echo, movedBy: moved)
                     movesFollowed += 1
                     shiftEcho(by: moved)
