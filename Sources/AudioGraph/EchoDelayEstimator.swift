@@ -33,8 +33,6 @@ package final class EchoDelayEstimator: @unchecked Sendable {
     private var farSum: Float = 0
     private var nearSum: Float = 0
     private var filled = 0
-    /// Samples of ``shift(by:)`` not yet shifted (less than half a block).
-    private var unshifted = 0
     /// The forgetting factor per block: a time constant of 1 s (a route change's new delay is
     /// found half a second after the move: VoiceIOUnitTests).
     private let keep: Float = 1 - 1 / 1000
@@ -57,11 +55,7 @@ package final class EchoDelayEstimator: @unchecked Sendable {
     /// reference): an echo's delay behind it grows by as much, so what was correlated moves to
     /// the longer lags (the shortest start empty; the longest fall off). No allocation.
     package func shift(by samples: Int) {
-        // Whole blocks; what is left over is carried to the next shift (moves of less than a
-        // block add up).
-        unshifted += samples
-        let blocks = Int((Double(unshifted) / Double(blockLength)).rounded())
-        unshifted -= blocks * blockLength
+        let blocks = Int((Double(samples) / Double(blockLength)).rounded())
         guard blocks != 0 else { return }
         if blocks > 0 {
             var lag = maximumDelay

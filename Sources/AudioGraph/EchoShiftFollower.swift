@@ -26,17 +26,23 @@
 /// frame within 3 dB too (a pitch period either side of the move), nothing moves in that frame:
 /// the next leaking frame has another pitch and the same move.
 ///
-/// In the frame where the move is found, each millisecond of the canceller's output is
-/// replaced by the microphone less the moved estimate where that is quieter: the move's frame
-/// does not leak either.
+/// In the frame where the move is found, each millisecond of the canceller's output is replaced
+/// by the microphone less the moved estimate where that is quieter. The caller moves the
+/// reference by the move (``VoiceProcessor`` replays the filter's blocks on the moved alignment
+/// after a path that grew; after one that shrank it would need the reference's future, and the
+/// first frames after the move leak, 30–45 dB down).
 ///
 /// One caller thread; memory is made in `init`, ``observe(near:reference:residual:count:)``
 /// allocates nothing.
 package final class EchoShiftFollower: @unchecked Sendable {
     package let sampleRate: Int
     package let frameLength: Int
-    /// The lags tried: the echo up to 2.5 ms earlier and 10 ms later than the estimate has it
-    /// (a larger move takes the echo out of the filter: the delay estimate finds it then).
+    /// The lags tried: the echo up to 6 ms earlier and 10 ms later than the estimate has it (a
+    /// larger move takes the echo out of the filter: the delay estimate finds it then).
+    /// pipewire-pulse's streams jump back by a graph cycle (256 frames, 5.3 ms) now and then:
+    /// where the search stopped at 2.5 ms earlier, such a jump was taken for a pitch period's
+    /// alias the other way (+140 to +320 samples), which undid the canceller for the rest of the
+    /// call.
     package let earliest: Int
     package let latest: Int
     /// The step through the frame when trying a lag: 1 sample at 16 kHz, 3 at 48 kHz (a sum of
@@ -68,6 +74,9 @@ package final class EchoShiftFollower: @unchecked Sendable {
     /// Frames since one was cancelled well (≥ 20 dB); whether one was, since the last move.
     private var framesSinceGood = Int.max / 2
     private var armed = false
+    /// Frames that leaked since the last cancelled well: the first three are searched, then
+    /// every tenth (a long double talk leaks all along; the search is the follower's cost).
+    private var leakingFrames = 0
     /// Frames left before the history holds only what came after a move or a reset.
     private var settling = 0
 
@@ -82,7 +91,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
         modelGains = .allocate(capacity: Self.mostTaps)
         modelGains.initialize(repeating: 0, count: Self.mostTaps)
         step = max(1, sampleRate / 16000)
-        earliest = sampleRate / 400
+        earliest = sampleRate * 6 / 1000
         latest = sampleRate / 100
         historyLength = frameLength + latest
         microphone = .allocate(capacity: historyLength)
@@ -106,23 +115,36 @@ package final class EchoShiftFollower: @unchecked Sendable {
         reference.deallocate()
     }
 
-    /// ``modelBuffer`` holds the filter's impulse response (speex's `SPEEX_ECHO_GET_IMPULSE_RESPONSE`): its taps within 20 dB of the
-    /// strongest (up to 64, the earliest first) are the model from now on.
+    /// ``modelBuffer`` holds the filter's impulse response (speex's
+    /// `SPEEX_ECHO_GET_IMPULSE_RESPONSE`) after the frame just observed, which it cancelled well:
+    /// its strongest taps (within 20 dB of the peak, at most 64) are the model from now on, if
+    /// they explain that frame (leave at most a tenth of it). A path they cannot describe (a
+    /// room's dense reverberation) is not followed.
     package func takeModel() {
         wantsModel = false
+        modelTaps = 0
         // In Int64: a tap's magnitude times 10 (and Int32.min's) would not fit.
         var peak: Int64 = 0
         for i in 0..<filterLength { peak = max(peak, abs(Int64(modelBuffer[i]))) }
         guard peak > 0 else { return }
+        // The strongest: the threshold raised by 1 dB at a time until at most 64 pass.
+        var threshold = Double(peak) / 10
+        while true {
+            var passing = 0
+            for i in 0..<filterLength where Double(abs(Int64(modelBuffer[i]))) >= threshold { passing += 1 }
+            if passing <= Self.mostTaps { break }
+            threshold *= 1.122
+        }
         // speex's taps come scaled by 32767 and by its transform's length, two frames (the
         // test path's −6 dB tap read 0.49 so).
         let scale = 1 / (32767 * Float(2 * frameLength))
-        modelTaps = 0
-        for i in 0..<filterLength where abs(Int64(modelBuffer[i])) * 10 >= peak && modelTaps < Self.mostTaps {
+        for i in 0..<filterLength where Double(abs(Int64(modelBuffer[i]))) >= threshold {
             modelLags[modelTaps] = i
             modelGains[modelTaps] = Float(modelBuffer[i]) * scale
             modelTaps += 1
         }
+        modelEstimate()
+        if unexplained(lag: 0) > 0.1 { modelTaps = 0 }
     }
 
     /// The filter starts over, or its reference jumped (the delay estimate moved it): what was
@@ -138,10 +160,12 @@ package final class EchoShiftFollower: @unchecked Sendable {
         settling = (referenceLength + latest + frameLength - 1) / frameLength
     }
 
-    /// Takes a frame: the microphone before cancellation and the canceller's output (16-bit, as
-    /// speex takes them; the output is mended where a move is found). Returns how many samples
-    /// later the echo now comes than the filter expects (0: where it was, or not known); the
-    /// caller moves the reference by as much from the next frame.
+    /// Takes a frame: the microphone before cancellation, the reference it was cancelled with and
+    /// the canceller's output (16-bit, as speex takes them; mended where a move is found: each
+    /// millisecond replaced by the microphone less the moved estimate where that is quieter).
+    /// Returns how many samples later the
+    /// echo now comes than the filter expects (negative: earlier; 0: where it was, or not
+    /// known); the caller moves the reference by as much from the next frame.
     package func observe(
         near: UnsafePointer<Int16>, reference given: UnsafePointer<Int16>, residual: UnsafeMutablePointer<Int16>, count n: Int
     ) -> Int {
@@ -166,12 +190,21 @@ package final class EchoShiftFollower: @unchecked Sendable {
         let active = nearEnergy > Float(n) * 1e-5
         if active && outEnergy * 100 <= nearEnergy {
             framesSinceGood = 0
+            leakingFrames = 0
             armed = true
             if goodFrames % 10 == 0 { wantsModel = true }
             goodFrames += 1
         }
         guard armed, modelTaps > 0, framesSinceGood <= 100, active, outEnergy * 10 > nearEnergy else { return 0 }
-        modelEstimate()
+        leakingFrames += 1
+        guard leakingFrames <= 3 || leakingFrames % 10 == 0 else { return 0 }
+        // No lag explains nine tenths of the frame unless the estimate holds nearly half its
+        // energy (by the triangle inequality: 0.47): a near voice louder than the echo.
+        modelEstimate(from: historyLength - n, to: historyLength)
+        var estimateEnergy: Float = 0
+        for i in (historyLength - n)..<historyLength { estimateEnergy += estimate[i] * estimate[i] }
+        guard estimateEnergy >= 0.4 * nearEnergy else { return 0 }
+        modelEstimate(from: 0, to: historyLength - n)
         let move = search()
         guard move != 0 else { return 0 }
         mend(residual, movedBy: move)
@@ -181,10 +214,11 @@ package final class EchoShiftFollower: @unchecked Sendable {
         return move
     }
 
-    /// The model's echo of the reference for the frame and the ``latest`` samples before it.
-    private func modelEstimate() {
+    /// The model's echo of the reference for the frame and the ``latest`` samples before it
+    /// (``estimate``'s samples `first` to `end`).
+    private func modelEstimate(from first: Int = 0, to end: Int? = nil) {
         let base = reference + filterLength
-        for t in 0..<historyLength {
+        for t in first..<(end ?? historyLength) {
             var y: Float = 0
             for k in 0..<modelTaps { y += modelGains[k] * base[t - modelLags[k]] }
             estimate[t] = y

@@ -100,6 +100,7 @@ final class VoiceProcessorTests: XCTestCase {
                     VoiceProcessor(library: .speex, sampleRate: rate, stages: .init(echoCancellation: true, noiseSuppression: true, gainControl: false)))
                 processor.followsEchoShifts = follows
                 let out = VoiceSignals.process(processor, near: microphone, far: far)
+                XCTAssertEqual(processor.movesFollowed, follows ? 3 : 0, "\(rate) Hz: the moves followed")
                 figures[follows] = moves.map { secondAfter(out, $0.at) } + [VoiceSignals.erle(input: microphone, output: out, where: echoing, sampleRate: rate, from: 200)]
             }
             let f = { (v: [Double]) in v.map { String(format: "%.1f", $0) }.joined(separator: " / ") }
