@@ -18,10 +18,9 @@
 /// lags from ``earliest`` before to ``latest`` after, the shortest first: the first that leaves
 /// at least 10 dB less of the microphone than lag 0 does, at least 10 dB less than the
 /// microphone, and at most 3 dB more than the best lag, taken down to the bottom of its dip, is
-/// the move. Double talk leaks too, but no
-/// lag of the estimate explains a near voice: nothing moves. A voice's pitch period further on
-/// explains a voiced echo about as well as the move does (the paths measured moved by less than
-/// a pitch period), hence the shortest; a tone's period explains the tone but not the rest of
+/// the move. Double talk leaks too, but no lag of the estimate explains a near voice: nothing
+/// moves. A voice's pitch period further on explains a voiced echo about as well as the move
+/// does (the paths measured moved by less than a pitch period), hence the shortest; a tone's period explains the tone but not the rest of
 /// the sound, hence the best's 3 dB. Where another lag a millisecond or more away explains the
 /// frame within 3 dB too (a pitch period either side of the move), nothing moves in that frame:
 /// the next leaking frame has another pitch and the same move.
@@ -71,6 +70,8 @@ package final class EchoShiftFollower: @unchecked Sendable {
     private let microphone: UnsafeMutablePointer<Float>
     private let estimate: UnsafeMutablePointer<Float>
     private let historyLength: Int
+    /// The move's frame as ``mend(_:movedBy:)`` offers it.
+    private let mended: UnsafeMutablePointer<Int16>
     /// Frames since one was cancelled well (≥ 20 dB); whether one was, since the last move.
     private var framesSinceGood = Int.max / 2
     private var armed = false
@@ -101,6 +102,8 @@ package final class EchoShiftFollower: @unchecked Sendable {
         leftByLag = .allocate(capacity: earliest + latest + 1)
         leftByLag.initialize(repeating: 1, count: earliest + latest + 1)
         referenceLength = historyLength + filterLength
+        mended = .allocate(capacity: frameLength)
+        mended.initialize(repeating: 0, count: frameLength)
         reference = .allocate(capacity: referenceLength)
         reference.initialize(repeating: 0, count: referenceLength)
     }
@@ -113,6 +116,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
         microphone.deallocate()
         estimate.deallocate()
         reference.deallocate()
+        mended.deallocate()
     }
 
     /// ``modelBuffer`` holds the filter's impulse response (speex's
@@ -163,9 +167,9 @@ package final class EchoShiftFollower: @unchecked Sendable {
     /// Takes a frame: the microphone before cancellation, the reference it was cancelled with and
     /// the canceller's output (16-bit, as speex takes them; mended where a move is found: each
     /// millisecond replaced by the microphone less the moved estimate where that is quieter).
-    /// Returns how many samples later the
-    /// echo now comes than the filter expects (negative: earlier; 0: where it was, or not
-    /// known); the caller moves the reference by as much from the next frame.
+    /// Returns how many samples later the echo now comes than the filter expects (negative:
+    /// earlier; 0: where it was, or not known); the caller moves the reference by as much from
+    /// the next frame.
     package func observe(
         near: UnsafePointer<Int16>, reference given: UnsafePointer<Int16>, residual: UnsafeMutablePointer<Int16>, count n: Int
     ) -> Int {
@@ -282,29 +286,28 @@ package final class EchoShiftFollower: @unchecked Sendable {
 
     /// The move's frame: each millisecond of the output replaced by the microphone less the
     /// estimate `lag` later where that is quieter (where the estimate is not there yet, for a
-    /// negative lag's last samples, the output is held 26 dB down).
+    /// negative lag's last samples, the output held 26 dB down).
     private func mend(_ residual: UnsafeMutablePointer<Int16>, movedBy lag: Int) {
-        let n = frameLength, block = max(1, sampleRate / 1000)
-        let start = historyLength - n
+        let n = frameLength, start = historyLength - n
+        for k in 0..<n {
+            let t = start + k
+            let moved = t - lag < historyLength ? microphone[t] - estimate[t - lag] : Float(residual[k]) / 32768 * 0.05
+            mended[k] = Int16(max(-32768, min(32767, (moved * 32768).rounded())))
+        }
+        Self.keepQuieter(residual, or: UnsafePointer(mended), count: n, block: max(1, sampleRate / 1000))
+    }
+
+    /// Replaces each `block` of `out` by `candidate`'s where that is quieter.
+    package static func keepQuieter(_ out: UnsafeMutablePointer<Int16>, or candidate: UnsafePointer<Int16>, count n: Int, block: Int) {
         var i = 0
         while i < n {
             let count = min(block, n - i)
-            var speexEnergy: Float = 0, movedEnergy: Float = 0
+            var kept: Float = 0, offered: Float = 0
             for k in i..<(i + count) {
-                let r = Float(residual[k]) / 32768
-                let t = start + k
-                let moved = t - lag < historyLength ? microphone[t] - estimate[t - lag] : r * 0.05
-                speexEnergy += r * r
-                movedEnergy += moved * moved
+                kept += Float(out[k]) * Float(out[k])
+                offered += Float(candidate[k]) * Float(candidate[k])
             }
-            if movedEnergy < speexEnergy {
-                for k in i..<(i + count) {
-                    let t = start + k
-                    let r = Float(residual[k]) / 32768
-                    let moved = t - lag < historyLength ? microphone[t] - estimate[t - lag] : r * 0.05
-                    residual[k] = Int16(max(-32768, min(32767, (moved * 32768).rounded())))
-                }
-            }
+            if offered < kept { (out + i).update(from: candidate + i, count: count) }
             i += count
         }
     }

@@ -272,15 +272,15 @@ package final class VoiceProcessor: @unchecked Sendable {
         if let echo {
             Self.shorts(reference ?? UnsafePointer(zeros), into: farShorts, count: n)
             speex_echo_cancellation(echo, nearShorts, farShorts, outShorts)
-            recentNear.update(from: recentNear + n, count: recentLength - n)
-            (recentNear + recentLength - n).update(from: nearShorts, count: n)
-            recentReference.update(from: recentReference + n, count: recentLength - n)
-            (recentReference + recentLength - n).update(from: farShorts, count: n)
             // The echo path moved at once inside the filter (``EchoShiftFollower``): the filter's
             // blocks are replayed on the moved alignment, and the reference follows the path
             // from the next frame, so the filter's taps fit again. The follower's model of the
             // path is the filter's strongest taps, taken from a frame cancelled well.
             if followsEchoShifts && estimator != nil {
+                recentNear.update(from: recentNear + n, count: recentLength - n)
+                (recentNear + recentLength - n).update(from: nearShorts, count: n)
+                recentReference.update(from: recentReference + n, count: recentLength - n)
+                (recentReference + recentLength - n).update(from: farShorts, count: n)
                 let moved = follower.observe(near: nearShorts, reference: farShorts, residual: outShorts, count: n)
                 if follower.wantsModel {
                     speex_echo_ctl(echo, SPEEX_ECHO_GET_IMPULSE_RESPONSE, follower.modelBuffer)
@@ -320,18 +320,7 @@ package final class VoiceProcessor: @unchecked Sendable {
         // The frame again, its reference from `lag` earlier.
         farShorts.update(from: recentReference + end, count: n)
         speex_echo_cancellation(echo, nearShorts, farShorts, replayOut)
-        let block = max(1, sampleRate / 1000)
-        var i = 0
-        while i < n {
-            let count = min(block, n - i)
-            var before: Float = 0, after: Float = 0
-            for k in i..<(i + count) {
-                before += Float(outShorts[k]) * Float(outShorts[k])
-                after += Float(replayOut[k]) * Float(replayOut[k])
-            }
-            if after < before { (outShorts + i).update(from: replayOut + i, count: count) }
-            i += count
-        }
+        EchoShiftFollower.keepQuieter(outShorts, or: replayOut, count: n, block: max(1, sampleRate / 1000))
     }
 
     /// The longest ``referenceDelay``: ``maximumEchoDelay``.
