@@ -260,7 +260,10 @@ package final class EchoShiftFollower: @unchecked Sendable {
         // tone, not the rest).
         let enough = min(0.1, leftByLag[earliest] / 10, 2 * best)
         for distance in 2...max(earliest, latest) {
-            for direction in stride(from: 1, through: -1, by: -2) {
+            // A range, not a stride: a debug build's stride makes its iterator's tuple metadata
+            // on first use, an allocation on the real-time thread (rtcheck, debug build).
+            for side in 0..<2 {
+                let direction = side == 0 ? 1 : -1
                 var lag = distance * direction
                 guard lag <= latest && -lag <= earliest, leftByLag[lag + earliest] <= enough else { continue }
                 // The shortest lag that explains it, down to the bottom of its dip: a pitch
