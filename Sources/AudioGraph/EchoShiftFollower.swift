@@ -20,10 +20,11 @@
 /// microphone, and at most 3 dB more than the best lag, taken down to the bottom of its dip, is
 /// the move. Double talk leaks too, but no lag of the estimate explains a near voice: nothing
 /// moves. A voice's pitch period further on explains a voiced echo about as well as the move
-/// does (the paths measured moved by less than a pitch period), hence the shortest; a tone's period explains the tone but not the rest of
-/// the sound, hence the best's 3 dB. Where another lag a millisecond or more away explains the
-/// frame within 3 dB too (a pitch period either side of the move), nothing moves in that frame:
-/// the next leaking frame has another pitch and the same move.
+/// does (the paths measured moved by less than a pitch period), hence the shortest; a tone's
+/// period explains the tone but not the rest of the sound, hence the best's 3 dB. Where another
+/// lag a millisecond or more away explains the frame within 3 dB too (a pitch period either side
+/// of the move), nothing moves in that frame: the next leaking frame has another pitch and the
+/// same move.
 ///
 /// In the frame where the move is found, each millisecond of the canceller's output is replaced
 /// by the microphone less the moved estimate where that is quieter. The caller moves the
