@@ -70,24 +70,24 @@ final class InputQueueTests: XCTestCase {
         let stamps = sink.stamps
         sink.lock.unlock()
 
-        // Callbacks every 30 ms (after the first few, while the stream settles), each within 10 ms
-        // of its place on the line through them all: buffers handed over two at once, or at a
-        // server's own cycle (pipewire-pulse's 21.3 ms cycles made 21 and 42 ms by turns), are
-        // 15–20 ms off it. One callback late by a few ms and the next on time is the callback
-        // thread scheduled late on a loaded machine (8 ms, twice in a CI run's 3 s), not the
-        // queue: the interval between two such is not what is measured.
-        let settled = Array(arrivals.dropFirst(5)).map { Double($0 - arrivals[5]) / 1e6 }
-        let intervals = zip(settled, settled.dropFirst()).map { $1 - $0 }
+        // Callbacks every 30 ± 5 ms (after the first few, while the stream settles). A callback
+        // late by a few ms with the next on time (two intervals making two buffers' worth) is the
+        // callback thread scheduled late on a loaded machine, counted once: 8 ms, twice in a CI
+        // run's 3 s, made four intervals outside. Buffers handed over two at once, or on a
+        // server's own cycle (pipewire-pulse's 21.3 ms cycles made 21 and 42 ms by turns), put
+        // every other interval outside.
+        let intervals = zip(arrivals.dropFirst(5), arrivals.dropFirst(6)).map { Double($1 - $0) / 1e6 }
         let mean = intervals.reduce(0, +) / Double(intervals.count)
         XCTAssertEqual(mean, 30, accuracy: 1, "mean callback interval")
-        let n = Double(settled.count)
-        let meanIndex = (n - 1) / 2, meanTime = settled.reduce(0, +) / n
-        let slope =
-            settled.indices.reduce(0.0) { $0 + (Double($1) - meanIndex) * (settled[$1] - meanTime) }
-            / settled.indices.reduce(0.0) { $0 + (Double($1) - meanIndex) * (Double($1) - meanIndex) }
-        let off = settled.indices.map { settled[$0] - (meanTime + slope * (Double($0) - meanIndex)) }
-        let outside = off.filter { abs($0) > 10 }
-        XCTAssertLessThanOrEqual(Double(outside.count), 0.02 * n, "callbacks more than 10 ms off a regular 30 ms beat: \(outside)")
+        var outside: [Double] = []
+        var i = 0
+        while i < intervals.count {
+            defer { i += 1 }
+            guard abs(intervals[i] - 30) > 5 else { continue }
+            outside.append(intervals[i])
+            if i + 1 < intervals.count && abs(intervals[i] + intervals[i + 1] - 60) <= 5 { i += 1 }
+        }
+        XCTAssertLessThanOrEqual(Double(outside.count), 0.05 * Double(intervals.count), "callbacks off the 30 ms beat: \(outside)")
         // Time stamps advance by exactly one buffer.
         for (a, b) in zip(stamps.dropLast(), stamps.dropFirst()) where b.mSampleTime - a.mSampleTime != 1323 {
             XCTFail("time stamps jump from \(a.mSampleTime) to \(b.mSampleTime)")
@@ -96,6 +96,6 @@ final class InputQueueTests: XCTestCase {
 
         let found = SignalAnalysis.align(source, in: recorded, maxLag: recorded.count - source.count)
         XCTAssertGreaterThanOrEqual(found.correlation, 0.98, "recording vs source at lag \(found.lag)")
-        print("input: mean callback interval \(mean) ms, range \(intervals.min() ?? 0)…\(intervals.max() ?? 0) ms over \(intervals.count), at most \(off.map(abs).max() ?? 0) ms off the beat, correlation \(found.correlation)")
+        print("input: mean callback interval \(mean) ms, range \(intervals.min() ?? 0)…\(intervals.max() ?? 0) ms over \(intervals.count), correlation \(found.correlation)")
     }
 }
