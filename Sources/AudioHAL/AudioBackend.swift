@@ -68,6 +68,14 @@ package struct HALStreamRequest: Sendable {
     package var carriesSound = true
     /// The device's server name, or `nil` for the default device.
     package var device: String?
+    /// For playback: every frame plays at the time its place in the stream says, or not at all.
+    /// A stream that runs dry goes on at the device's pace and drops what comes too late
+    /// (PulseAudio's `prebuf` 0), instead of waiting for a full buffer again and playing the rest
+    /// that much later. For a stream whose frames are lined up with something else by their
+    /// count: a voice-processing unit's far end with its microphone (an underrun otherwise moved
+    /// the echo behind the canceller's reference by the underrun's length, for the rest of the
+    /// call). pipewire-pulse's playback streams run so always.
+    package var keepsTimeline = false
     /// Run the stream's callbacks on a real-time thread of its own rather than the process's
     /// shared server thread, so that a callback that runs late delays no one else's stream: for
     /// streams whose client calls the user's code on that thread (a device's IOProcs).

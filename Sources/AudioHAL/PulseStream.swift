@@ -130,6 +130,7 @@ final class PulseStream: HALStream, @unchecked Sendable {
         let bytes = UInt32(Double(frameBytes) * (request.bufferDuration * request.format.sampleRate).rounded(.up))
         var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
         if isPlayback { attr.tlength = bytes } else { attr.fragsize = bytes }
+        if isPlayback && request.keepsTimeline { attr.prebuf = 0 }
         if backend.isPipeWire {
             if isPlayback {
                 // pipewire-pulse holds an uncorked stream until its buffer reaches the prebuffer

@@ -26,6 +26,12 @@ public final class VoiceUnitCall: @unchecked Sendable {
     private let list = AudioBufferList.allocate(maximumBuffers: 1)
     private let renderThreadID = Atomic<UInt>(0)
     private let captureThreadID = Atomic<UInt>(0)
+    /// A render callback that runs late once, as a user's can (a page fault, a lock): when the
+    /// far end has rendered `at` frames, the callback sleeps `seconds` before it returns, and the
+    /// playback stream runs dry. Set before the call starts; nil (the default) never stalls.
+    public var stall: (at: Int, seconds: Double)?
+    /// Whether this run's stall happened (the render thread's; reset by ``start()``).
+    private var stalled = false
     /// The streams' threads (pthread ids; 0 until each has called back).
     public var renderThread: UInt { renderThreadID.load(ordering: .acquiring) }
     public var captureThread: UInt { captureThreadID.load(ordering: .acquiring) }
@@ -105,6 +111,7 @@ public final class VoiceUnitCall: @unchecked Sendable {
     public func start() throws {
         played.store(0, ordering: .relaxed)
         position = 0
+        stalled = false
         playing.store(false, ordering: .relaxed)
         farStartAt.store(-1, ordering: .relaxed)
         written.store(0, ordering: .releasing)
@@ -205,7 +212,12 @@ public final class VoiceUnitCall: @unchecked Sendable {
             done += count
         }
         position = at
-        played.store(played.load(ordering: .relaxed) + done, ordering: .releasing)
+        let total = played.load(ordering: .relaxed) + done
+        played.store(total, ordering: .releasing)
+        if let stall, !stalled, total >= stall.at {
+            stalled = true
+            usleep(UInt32(stall.seconds * 1e6))
+        }
         return noErr
     }
 

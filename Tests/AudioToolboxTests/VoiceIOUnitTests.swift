@@ -33,6 +33,53 @@ final class VoiceIOUnitTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(echo - left, 30, "echo return loss enhancement")
     }
 
+    /// A render callback that runs late once (120 ms: the playback stream runs dry) leaves what
+    /// plays after it where its frame count puts it, so the echo stays where the canceller has
+    /// it: the late frames are not heard, the rest plays on time. (A PulseAudio stream that
+    /// waited for a full buffer again played the rest of the call that much later, and the
+    /// canceller, which lines the far end up with the microphone by their frame counts, lost
+    /// the echo: the engine's test failed so in 1 run of 5 to 15.)
+    func testARenderThatRunsLateLeavesTheEchoWhereItWas() throws {
+        let server = try TestSound.server()
+        let path = try AcousticPath(server: server)
+        defer { path.close() }
+        var far = try VoiceSignals.speech(VoiceSignals.farText, voice: VoiceSignals.farVoice, sampleRate: 48000, in: dir)
+        far = Array(VoiceSignals.scaled(far, toSpeechRMS: -20, sampleRate: 48000).prefix(48000 * 7))
+        let call = try VoiceUnitCall(far: far, recordSeconds: 16)
+        call.stall = (at: 48000 * 3, seconds: 0.12)
+        call.set(kAUVoiceIOProperty_BypassVoiceProcessing, true)
+        let raw = try call.callOnce()
+        call.set(kAUVoiceIOProperty_BypassVoiceProcessing, false)
+        call.set(kAUVoiceIOProperty_VoiceProcessingEnableAGC, false)
+        let processed = try call.callOnce()
+        /// Where second `s` of the far end is heard, from where the recording was when the far
+        /// end began plus `s` seconds.
+        func echo(second s: Int) -> (lag: Int, correlation: Double) {
+            let from = min(raw.farStart + s * 48000, raw.recording.count)
+            return SignalAnalysis.align(Array(far[(s * 48000)..<((s + 1) * 48000)]), in: Array(raw.recording[from...]), maxLag: 24000)
+        }
+        let before = echo(second: 1), after = echo(second: 4)
+        print("a render 120 ms late at 3 s: the echo's lag \(Double(before.lag) / 48) ms before (\(String(format: "%.2f", before.correlation))), \(Double(after.lag) / 48) ms after (\(String(format: "%.2f", after.correlation)))")
+        XCTAssertGreaterThan(before.correlation, 0.9, "no echo before the late render")
+        XCTAssertGreaterThan(after.correlation, 0.9, "no echo after the late render")
+        XCTAssertEqual(Double(after.lag - before.lag) / 48, 0, accuracy: 1, "the echo moved (ms)")
+        // The echo's loss from a second after the late render to the far end's end.
+        let mask = VoiceSignals.speaking(far, sampleRate: 48000)
+        func level(_ r: (recording: [Float], farStart: Int)) -> Double {
+            let from = r.farStart + before.lag
+            let span = Array(r.recording[min(from, r.recording.count)..<min(r.recording.count, from + far.count)])
+            return VoiceSignals.speechRMS(span, where: mask, sampleRate: 48000, from: 400)
+        }
+        let loss = level(raw) - level(processed)
+        func second(_ r: (recording: [Float], farStart: Int), _ s: Int) -> Double {
+            let from = r.farStart + before.lag + s * 48000
+            return VoiceSignals.speechRMS(Array(r.recording[from..<(from + 48000)]), where: Array(mask[(s * 100)..<((s + 1) * 100)]), sampleRate: 48000, from: 0)
+        }
+        let seconds = (1..<6).map { String(format: "%.1f", second(raw, $0) - second(processed, $0)) }.joined(separator: ", ")
+        print("a render 120 ms late at 3 s: the echo's loss from 4 s \(String(format: "%.1f", loss)) dB; seconds 1 to 5: \(seconds)")
+        XCTAssertGreaterThanOrEqual(loss, 30, "echo return loss enhancement after the late render")
+    }
+
     /// The canceller's state survives a route change: the unit's playback is moved (as the
     /// server moves a stream when its device goes, or the user picks another) to a second
     /// speaker whose sound comes back by another path (70 ms, −6 dB), and the echo is cancelled

@@ -348,6 +348,9 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                         startCorked: false, device: outputDevice ?? AudioSessionHost.routing.output)
                     request.echoCancellation = voice == nil && (use?.echoCancellation ?? false)
                     request.ownThread = true
+                    // The link lines the far end up with the microphone by frame counts: a
+                    // playback underrun must not move what plays after it.
+                    request.keepsTimeline = voice != nil
                     // Unasked, the server asks for a whole slice at a time: a wake-up a slice.
                     if !latencyAsked { request.requestDuration = Double(sliceFrames) / f.mSampleRate }
                     self.player = player

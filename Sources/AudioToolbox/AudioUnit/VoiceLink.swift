@@ -125,9 +125,14 @@ final class VoiceLink: @unchecked Sendable {
     private var nearHostTime: UInt64 = 0
     private var nearIndex = 0
     private var farOffset: Int?
-    /// The lowest `ahead` seen in the current two seconds, and the frames watched.
+    /// The lowest `ahead` seen in the current two seconds, the frames watched, and how many of
+    /// them found less rendered than the lining-up reads.
     private var lowest = Int.max
     private var framesWatched = 0
+    private var shortFrames = 0
+    /// Frames lined up since the far end was first there: for the first second the lining-up
+    /// follows the rendered lead down at once, while the two threads settle.
+    private var framesLined = 0
     private let clientRate: Double
     private let clientChannels: Int
     private let nearResampler: PullResampler?
@@ -301,17 +306,35 @@ final class VoiceLink: @unchecked Sendable {
         if farOffset == nil {
             farOffset = ahead - margin
         } else if ahead < farOffset! {
-            // Never past what has been rendered: at the lowest point of that rise and fall.
-            move(to: ahead - margin)
+            if framesLined < 100 {
+                // Settling: at the lowest point of that rise and fall.
+                move(to: ahead - margin)
+            } else {
+                // A render that runs late (the app's callback held up, the thread not
+                // scheduled): the playback stream keeps its timeline (``HALStreamRequest/keepsTimeline``),
+                // so what was not rendered in time is not heard, and reads as silence here; what
+                // comes after plays where its count says. The lining-up stays: moved down by the
+                // shortfall, it took the echo's delay with it, and a 120 ms late render left the
+                // canceller with a reference 120 ms off for good (1.4 dB of loss).
+                shortFrames += 1
+            }
         }
+        framesLined = min(framesLined + 1, Int.max / 2)
         lowest = min(lowest, ahead)
         framesWatched += 1
         if framesWatched == 200 {
             // Every 2 s: a reference lagging more than 20 ms behind what it could be (the two
-            // streams' clocks drifting apart) moves up to the lowest point seen.
-            if lowest - margin > farOffset! + rate / 50 { move(to: lowest - margin) }
+            // streams' clocks drifting apart) moves up to the lowest point seen; one that ran
+            // past what was rendered in a quarter of the frames or more (drifting the other
+            // way) moves down, by at most 5 ms.
+            if lowest - margin > farOffset! + rate / 50 {
+                move(to: lowest - margin)
+            } else if shortFrames >= 50 {
+                move(to: max(lowest, farOffset! - rate / 200) - margin)
+            }
             lowest = .max
             framesWatched = 0
+            shortFrames = 0
         }
         return far.read(from: nearIndex + farOffset!, count: frameLength, into: farFrame)
     }
