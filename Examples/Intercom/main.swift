@@ -1,13 +1,13 @@
 // Intercom: a two-way voice call over UDP, the way a VoIP app builds one on Apple's audio stack.
 //
 //   Intercom --port 5001 --peer 127.0.0.1:5002 [--input DEVICE] [--output DEVICE]
-//            [--loss 0.05] [--reorder 0.02] [--seed N] [--seconds N] [--quiet]
+//            [--bitrate KBPS] [--loss 0.05] [--reorder 0.02] [--seed N] [--seconds N] [--quiet]
 //
 // The microphone goes through an AVAudioEngine with voice processing on (echo cancellation with
 // what this side plays as the reference, noise suppression, gain control), is encoded with Opus
-// through AudioConverter in 20 ms packets and sent to the peer; what the peer sends goes through
-// a small jitter buffer (reordering put right, a lost packet concealed by Opus's decoder) and is
-// played through the same engine. A level line shows both directions. `--loss` and `--reorder`
+// through AudioConverter in 20 ms packets (64 kb/s unless `--bitrate` says otherwise) and sent
+// to the peer; what the peer sends goes through a small jitter buffer (reordering put right, a
+// lost packet concealed by Opus's decoder) and is played through the same engine. A level line shows both directions. `--loss` and `--reorder`
 // drop and swap outgoing packets (a test's bad network); devices are the sound server's names
 // (`pactl list short sinks`), the defaults otherwise. Sample code: small on purpose.
 import AVFAudio
@@ -29,6 +29,8 @@ struct Options {
     var output: String?
     var loss = 0.0
     var reorder = 0.0
+    /// Opus's rate, in kb/s.
+    var bitRate = 64
     var seed: UInt64 = 1
     var seconds: Double?
     var quiet = false
@@ -52,6 +54,9 @@ struct Options {
             case "--output": output = try value()
             case "--loss": loss = try Double(value()) ?? 0
             case "--reorder": reorder = try Double(value()) ?? 0
+            case "--bitrate":
+                guard let rate = try Int(value()), (6...510).contains(rate) else { throw IntercomError("--bitrate takes kb/s from 6 to 510") }
+                bitRate = rate
             case "--seed": seed = try UInt64(value()) ?? 1
             case "--seconds": seconds = try Double(value())
             case "--quiet": quiet = true
@@ -199,7 +204,7 @@ func run() throws {
     }
 
     let link = try Link(port: options.port, peerHost: options.peerHost, peerPort: options.peerPort)
-    let encoder = try OpusEncoder(), decoder = try OpusDecoder()
+    let encoder = try OpusEncoder(bitRate: options.bitRate * 1000), decoder = try OpusDecoder()
     let jitter = JitterBuffer(depth: 2)
     let micLevel = Mutex(-120.0), peerLevel = Mutex(-120.0)
 
