@@ -65,14 +65,19 @@ public typealias AUVoiceIOMutedSpeechActivityEventListener = @Sendable (AUVoiceI
 /// `openavf-bench --only voice`) in 10 ms frames, with what the unit itself plays as the far end,
 /// then out at the client's rate and channel count.
 ///
-/// The far end is lined up by the two streams' frame counts, which one clock moves together: the
-/// reference given with a microphone frame is the newest far end that is always there when the
-/// frame is processed (the lowest point of the rendered lead, which rises and falls by a render
-/// as the two threads take turns), and the processor finds how much later the echo comes (the
-/// output's and input's buffers, the room, a test server's loopback) up to
+/// The far end is lined up by the two streams' frame counts, which one clock moves together (the
+/// playback stream keeps its timeline: ``HALStreamRequest/keepsTimeline``): the far end lined up
+/// with a microphone frame is the newest that is always there when the frame is processed (the
+/// lowest point of the rendered lead, which rises and falls by a render as the two threads take
+/// turns, found in the link's first second), and the processor finds how much later the echo
+/// comes (the output's and input's buffers, the room, a test server's loopback) up to
 /// ``VoiceProcessor/maximumEchoDelay``. The offset between the counts is kept, so the reference
-/// does not wander; it moves where the reference would run past what was rendered, or lag 20 ms
-/// behind it for good (two devices' clocks drifting apart). The canceller's reference is read
+/// does not wander. A render that runs late leaves it where it is; it moves up where it lags
+/// 20 ms behind what was rendered for two seconds, and down, by at most 5 ms every two seconds,
+/// where it runs past what was rendered in a quarter of them (two devices' clocks drifting
+/// apart, or a lasting change of the streams' buffering, which it follows slowly: meanwhile the
+/// newest milliseconds of the lined-up frame read as silence, and the canceller's reference,
+/// read earlier, is whole). The canceller's reference is read
 /// from this link's own history, the delay found before the lined-up frame, and a move of the
 /// lining-up moves that delay back by as much: what the canceller sees does not jump. (It did
 /// when the processor kept its own copy of the far end: a 2.5 ms move in the middle of a call
@@ -263,18 +268,17 @@ final class VoiceLink: @unchecked Sendable {
                 processor.setGainControl(agc)
                 gainApplied = agc
             }
-            if played {
-                // The echo's delay found against the far end lined up with this frame, then the
-                // canceller's reference read that much earlier from the same history: a move
-                // of the lining-up moves the delay back by as much (``move(to:)``), so the
-                // reference itself does not jump.
-                processor.estimate(far: farFrame, near: nearFrame)
-                _ = far.read(from: nearIndex + farOffset! - processor.referenceDelay, count: frameLength, into: referenceFrame)
-                processor.process(near: nearFrame, reference: referenceFrame)
-            } else {
-                processor.estimate(far: nil, near: nearFrame)
-                processor.process(near: nearFrame, reference: nil)
+            // The echo's delay found against the far end lined up with this frame, then the
+            // canceller's reference read that much earlier from the same history: a move of the
+            // lining-up moves the delay back by as much (``move(to:)``), so the reference itself
+            // does not jump. The reference is read even where the lined-up frame is not there
+            // yet (a render running late): what plays now was rendered before.
+            processor.estimate(far: played ? UnsafePointer(farFrame) : nil, near: nearFrame)
+            var heard = false
+            if let offset = farOffset {
+                heard = far.read(from: nearIndex + offset - processor.referenceDelay, count: frameLength, into: referenceFrame)
             }
+            processor.process(near: nearFrame, reference: heard ? UnsafePointer(referenceFrame) : nil)
         }
         if settings.muted.load(ordering: .relaxed) {
             if settings.detector.observe(nearFrame, count: frameLength) != nil { eventsRef._withUnsafeGuaranteedRef { $0.post() } }
@@ -294,8 +298,8 @@ final class VoiceLink: @unchecked Sendable {
         duckingRef._withUnsafeGuaranteedRef { $0.voice(voice) }
     }
 
-    /// Fills ``farFrame`` with the reference for the microphone frame just completed; false when
-    /// nothing has played.
+    /// Fills ``farFrame`` with the far end lined up with the microphone frame just completed
+    /// (silence for what is not rendered yet); false when none of it is.
     private func farEnd() -> Bool {
         let written = far.written
         guard written > 0 else { return false }
@@ -311,11 +315,14 @@ final class VoiceLink: @unchecked Sendable {
                 move(to: ahead - margin)
             } else {
                 // A render that runs late (the app's callback held up, the thread not
-                // scheduled): the playback stream keeps its timeline (``HALStreamRequest/keepsTimeline``),
-                // so what was not rendered in time is not heard, and reads as silence here; what
-                // comes after plays where its count says. The lining-up stays: moved down by the
-                // shortfall, it took the echo's delay with it, and a 120 ms late render left the
-                // canceller with a reference 120 ms off for good (1.4 dB of loss).
+                // scheduled). The playback stream keeps its timeline, so what comes after it
+                // plays where its count says, and the echo stays where it was; what the server
+                // passed before it came is not heard (though the history holds it once written:
+                // for as long as the stall outlasted the stream's buffer, the canceller's
+                // reference has sound that never played). The lining-up stays: moved down by
+                // the shortfall at once, it took the echo's delay with it, which stops at 0, and
+                // a render 120 ms late left the canceller's reference off by what was cut (1.4 dB
+                // of loss for the rest of the call).
                 shortFrames += 1
             }
         }
@@ -326,11 +333,11 @@ final class VoiceLink: @unchecked Sendable {
             // Every 2 s: a reference lagging more than 20 ms behind what it could be (the two
             // streams' clocks drifting apart) moves up to the lowest point seen; one that ran
             // past what was rendered in a quarter of the frames or more (drifting the other
-            // way) moves down, by at most 5 ms.
+            // way; a render half a second late counts too) moves down, by at most 5 ms.
             if lowest - margin > farOffset! + rate / 50 {
                 move(to: lowest - margin)
             } else if shortFrames >= 50 {
-                move(to: max(lowest, farOffset! - rate / 200) - margin)
+                move(to: max(lowest - margin, farOffset! - rate / 200))
             }
             lowest = .max
             framesWatched = 0
