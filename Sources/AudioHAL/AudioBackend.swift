@@ -74,7 +74,8 @@ package struct HALStreamRequest: Sendable {
     /// that much later. For a stream whose frames are lined up with something else by their
     /// count: a voice-processing unit's far end with its microphone (an underrun otherwise moved
     /// the echo behind the canceller's reference by the underrun's length, for the rest of the
-    /// call). pipewire-pulse's playback streams run so always.
+    /// call). pipewire-pulse's playback streams run so always. Such a stream plays from the
+    /// moment it is uncorked, and whatever of its first write comes after that is cut.
     package var keepsTimeline = false
     /// Run the stream's callbacks on a real-time thread of its own rather than the process's
     /// shared server thread, so that a callback that runs late delays no one else's stream: for
