@@ -63,6 +63,8 @@ extension PulseBackend {
         // names its null sinks by their factory.
         device.isVirtual = ["abstract", "monitor", "filter"].contains(properties["device.class"] ?? "")
             || properties["factory.name"] == "support.null-audio-sink"
+        // module-always-sink's sink (its default name, on both servers) and its monitor.
+        device.isPlaceholder = device.name == "auto_null" || device.name == "auto_null.monitor"
         if let ports {
             for n in 0..<Int(portCount) {
                 guard let p = ports[n].map(port) else { continue }

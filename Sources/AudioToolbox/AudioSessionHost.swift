@@ -255,11 +255,13 @@ package enum AudioSessionHost {
         let (outName, inName) = state.withLock { ($0.outputDevice, $0.inputDevice) }
         // Where the server names no default while it has devices (pipewire-pulse between the
         // default's removal and its session manager's next choice, or before one is made), streams
-        // go to its first device: that is the route, not an empty one.
+        // go to its first device: that is the route, not an empty one. The server's stand-in for
+        // no output at all (``HALDeviceInfo/isPlaceholder``: pipewire-pulse starting again showed
+        // it for a moment before its sinks) is no output.
         let output = ((outName.flatMap { try? backend.outputDevice(named: $0) }) ?? (try? backend.outputDevice(named: nil))
-            ?? backend.devices(output: true).first).map(AudioSessionDevice.init)
+            ?? backend.devices(output: true).first { !$0.isPlaceholder }).flatMap { $0.isPlaceholder ? nil : $0 }.map(AudioSessionDevice.init)
         let input = ((inName.flatMap { try? backend.inputDevice(named: $0) }) ?? (try? backend.inputDevice(named: nil))
-            ?? backend.devices(output: false).first).map(AudioSessionDevice.init)
+            ?? backend.devices(output: false).first { !$0.isPlaceholder }).flatMap { $0.isPlaceholder ? nil : $0 }.map(AudioSessionDevice.init)
         return (output, input)
     }
 
