@@ -55,7 +55,7 @@ struct Options {
             case "--loss": loss = try Double(value()) ?? 0
             case "--reorder": reorder = try Double(value()) ?? 0
             case "--bitrate":
-                guard let rate = try Int(value()), (6...510).contains(rate) else { throw IntercomError("--bitrate takes kb/s from 6 to 510") }
+                guard let rate = try Int(value()), (6...256).contains(rate) else { throw IntercomError("--bitrate takes kb/s from 6 to 256 (mono Opus)") }
                 bitRate = rate
             case "--seed": seed = try UInt64(value()) ?? 1
             case "--seconds": seconds = try Double(value())

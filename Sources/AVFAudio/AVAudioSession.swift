@@ -214,11 +214,23 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     /// Posts a route change when the default devices differ from the last route seen, with the
     /// reason: the previous output gone → `.oldDeviceUnavailable`; an output not seen before →
     /// `.newDeviceAvailable`; otherwise `.routeConfigurationChange`.
-    private func checkRoute(reason forced: RouteChangeReason? = nil) {
+    private func checkRoute(reason forced: RouteChangeReason? = nil, confirming: Bool = false) {
         routeCheck.lock()
         defer { routeCheck.unlock() }
-        let route = currentRoute
+        // The route and what its devices are, from one reading of the server's defaults.
+        let defaults = AudioSessionHost.defaultDevices()
+        let route = self.route(defaults)
         let (previous, seen) = locked { (lastRoute, seenOutputs) }
+        // The server's stand-in for no device (`auto_null`) taking the place of a real one: a
+        // server starting again shows it for a moment before its devices (pipewire-pulse did, and
+        // the session posted `speaker → auto_null → speaker`), so it is looked at again half a
+        // second later and posted only if it is still the route then (the last real device went).
+        let standIn = (route.outputs.isEmpty ? false : defaults.output?.isPlaceholder ?? false)
+            || (route.inputs.isEmpty ? false : defaults.input?.isPlaceholder ?? false)
+        if standIn && !confirming, let previous, previous != route {
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { [weak self] in self?.checkRoute(reason: forced, confirming: true) }
+            return
+        }
         // A side of the route the category still uses, gone with nothing in its place, is a
         // server between devices (one starting again, before its devices are back): not a route.
         // The change is posted once the devices are there, against the last real route.
@@ -544,8 +556,10 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     // MARK: Route
 
     /// The default sink and source as ports.
-    public var currentRoute: AVAudioSessionRouteDescription {
-        let devices = AudioSessionHost.defaultDevices()
+    public var currentRoute: AVAudioSessionRouteDescription { route(AudioSessionHost.defaultDevices()) }
+
+    /// The route through `devices` (the session's default devices), as the category uses them.
+    private func route(_ devices: (output: AudioSessionDevice?, input: AudioSessionDevice?)) -> AVAudioSessionRouteDescription {
         let category = self.category
         let plays = category != .record
         let records = category == .record || category == .playAndRecord || category == .multiRoute

@@ -42,6 +42,8 @@ package struct AudioSessionDevice: Sendable, Equatable {
     /// What the device adds between the server and the listener (or the microphone and the
     /// server), in seconds, as the server reports it.
     package var latency: Double
+    /// The server's stand-in for no device (``HALDeviceInfo/isPlaceholder``).
+    package var isPlaceholder: Bool
 
     init(_ info: HALDeviceInfo) {
         name = info.name
@@ -51,6 +53,7 @@ package struct AudioSessionDevice: Sendable, Equatable {
         kind = info.kind
         portName = info.portName
         latency = info.latency
+        isPlaceholder = info.isPlaceholder
     }
 }
 
@@ -255,13 +258,11 @@ package enum AudioSessionHost {
         let (outName, inName) = state.withLock { ($0.outputDevice, $0.inputDevice) }
         // Where the server names no default while it has devices (pipewire-pulse between the
         // default's removal and its session manager's next choice, or before one is made), streams
-        // go to its first device: that is the route, not an empty one. The server's stand-in for
-        // no output at all (``HALDeviceInfo/isPlaceholder``: pipewire-pulse starting again showed
-        // it for a moment before its sinks) is no output.
+        // go to its first device: that is the route, not an empty one.
         let output = ((outName.flatMap { try? backend.outputDevice(named: $0) }) ?? (try? backend.outputDevice(named: nil))
-            ?? backend.devices(output: true).first { !$0.isPlaceholder }).flatMap { $0.isPlaceholder ? nil : $0 }.map(AudioSessionDevice.init)
+            ?? backend.devices(output: true).first).map(AudioSessionDevice.init)
         let input = ((inName.flatMap { try? backend.inputDevice(named: $0) }) ?? (try? backend.inputDevice(named: nil))
-            ?? backend.devices(output: false).first { !$0.isPlaceholder }).flatMap { $0.isPlaceholder ? nil : $0 }.map(AudioSessionDevice.init)
+            ?? backend.devices(output: false).first).map(AudioSessionDevice.init)
         return (output, input)
     }
 

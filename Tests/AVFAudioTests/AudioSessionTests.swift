@@ -380,6 +380,49 @@ extension AudioSessionServerTests {
 }
 
 extension AudioSessionServerTests {
+    /// The server's stand-in for no output (`auto_null`, as `module-always-sink` names it) made
+    /// the default for a moment, as pipewire-pulse starting again does, is no route change; left
+    /// as the default (the last real output gone), it is one, half a second on.
+    func testTheServersStandInForNoOutputIsARouteOnlyOnceItStays() throws {
+        let server = try TestSound.server()
+        let session = try activateSession(.playback)
+        XCTAssertEqual(session.currentRoute.outputs.first?.uid, "speaker")
+        let log = NotificationLog(AVAudioSession.routeChangeNotification)
+        let module = try server.pactl(["load-module", "module-null-sink", "sink_name=auto_null"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        defer {
+            _ = try? server.pactl(["set-default-sink", "speaker"])
+            _ = try? server.pactl(["unload-module", module])
+        }
+        // The moment, in process (two pactl runs can be half a second apart on a busy machine).
+        func device(_ name: String) throws -> AudioDeviceID {
+            var address = AudioObjectPropertyAddress(
+                mSelector: kAudioHardwarePropertyTranslateUIDToDevice, mScope: kAudioObjectPropertyScopeGlobal, mElement: kAudioObjectPropertyElementMain)
+            var id = AudioDeviceID(0)
+            var size = UInt32(MemoryLayout<AudioDeviceID>.size)
+            let uid: CFString = name as CFString
+            let status = withUnsafePointer(to: uid) {
+                AudioObjectGetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, UInt32(MemoryLayout<CFString>.size), $0, &size, &id)
+            }
+            XCTAssertEqual(status, noErr, "no device \(name)")
+            return id
+        }
+        var standIn = try device("auto_null"), speaker = try device("speaker")
+        var address = AudioObjectPropertyAddress(
+            mSelector: kAudioHardwarePropertyDefaultOutputDevice, mScope: kAudioObjectPropertyScopeGlobal, mElement: kAudioObjectPropertyElementMain)
+        let size = UInt32(MemoryLayout<AudioDeviceID>.size)
+        XCTAssertEqual(AudioObjectSetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, 0, nil, size, &standIn), noErr)
+        XCTAssertEqual(AudioObjectSetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, 0, nil, size, &speaker), noErr)
+        XCTAssertFalse(waitUntil(timeout: 1.5) { !log.all.isEmpty }, "a route change for the stand-in's moment: \(log.all.map(\.info))")
+        let set = Date()
+        _ = try server.pactl(["set-default-sink", "auto_null"])
+        XCTAssertTrue(waitUntil(timeout: 3) { !log.all.isEmpty }, "no route change to the stand-in that stayed")
+        let posted = try XCTUnwrap(log.all.first)
+        XCTAssertGreaterThanOrEqual(posted.time.timeIntervalSince(set), 0.45, "posted before it was looked at again")
+        let previous = posted.info[AVAudioSessionRouteChangePreviousRouteKey] as? AVAudioSessionRouteDescription
+        XCTAssertEqual(previous?.outputs.first?.uid, "speaker")
+        XCTAssertEqual(session.currentRoute.outputs.first?.uid, "auto_null")
+    }
+
     /// Acceptance 4: the server dies during playback → lost within 1 s; it comes back → reset
     /// within 5 s; the old player fails quietly and a new one plays.
     func testMediaServicesLostAndReset() throws {

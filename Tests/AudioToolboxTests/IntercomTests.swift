@@ -113,7 +113,7 @@ final class IntercomTests: XCTestCase {
                     let e = piece.reduce(0.0) { $0 + Double($1) * Double($1) }
                     quarters += found.correlation * e
                     quarterWeights += e
-                    if found.correlation > 0.5 { quarterLag = pieceFrom + found.lag - at }
+                    if found.correlation > 0.5 && SignalAnalysis.rmsDB(piece[...]) > -40 { quarterLag = pieceFrom + found.lag - at }
                 }
                 if quarterWeights > 0 && quarters / quarterWeights > correlation {
                     correlation = quarters / quarterWeights
