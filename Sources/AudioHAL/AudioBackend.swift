@@ -208,9 +208,9 @@ package struct HALDeviceInfo: Sendable, Equatable {
     package var bus: String?
     /// No hardware behind it: a null sink, a monitor, a network or filter device.
     package var isVirtual = false
-    /// The stand-in a server shows while it has no output of its own: nothing the user can
-    /// hear, and not a route (PulseAudio's `module-always-sink`, which pipewire-pulse loads
-    /// too, adds it as `auto_null` and removes it when a device comes).
+    /// The stand-in a server shows while it has no output of its own, which nobody hears
+    /// (PulseAudio's `module-always-sink`, which pipewire-pulse loads too, adds it as `auto_null`
+    /// and removes it when a device comes; a server starting again shows it for a moment).
     package var isPlaceholder = false
     /// The volume of each channel on the server's scale (1 = 100 %, unchanged; see ``HALVolume``).
     package var volumes: [Double] = []
