@@ -385,6 +385,10 @@ extension AudioSessionServerTests {
     /// as the default (the last real output gone), it is one, half a second on.
     func testTheServersStandInForNoOutputIsARouteOnlyOnceItStays() throws {
         let server = try TestSound.server()
+        // On PipeWire the name is pipewire-pulse's own module-always-sink's (in a CI preview the
+        // tests after this one found WirePlumber's default source elsewhere; not traced); there
+        // the server's own stand-in is met in testMediaServicesLostAndReset.
+        guard server.kind == .pulseaudio else { throw XCTSkip("a stand-in of the test's own on PulseAudio only (PipeWire's: testMediaServicesLostAndReset)") }
         let session = try activateSession(.playback)
         XCTAssertEqual(session.currentRoute.outputs.first?.uid, "speaker")
         let log = NotificationLog(AVAudioSession.routeChangeNotification)
