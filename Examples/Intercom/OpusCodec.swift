@@ -14,7 +14,7 @@ final class OpusEncoder: @unchecked Sendable {
     /// An encoder at `bitRate` bits a second. The intercom's default, 64 kb/s, is Opus's
     /// fullband speech at its best, which a LAN carries without a thought; at 32 kb/s, a call
     /// over the internet's rate, the words measured 0.79–0.88 (correlation with what was said,
-    /// 5 % of packets lost) against 0.89–0.93.
+    /// 5 % of packets lost) against 0.88–0.93.
     init(bitRate: Int) throws {
         var pcm = AudioStreamBasicDescription(
             mSampleRate: 48000, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked, mBytesPerPacket: 4,

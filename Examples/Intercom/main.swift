@@ -7,9 +7,10 @@
 // what this side plays as the reference, noise suppression, gain control), is encoded with Opus
 // through AudioConverter in 20 ms packets (64 kb/s unless `--bitrate` says otherwise) and sent
 // to the peer; what the peer sends goes through a small jitter buffer (reordering put right, a
-// lost packet concealed by Opus's decoder) and is played through the same engine. A level line shows both directions. `--loss` and `--reorder`
-// drop and swap outgoing packets (a test's bad network); devices are the sound server's names
-// (`pactl list short sinks`), the defaults otherwise. Sample code: small on purpose.
+// lost packet concealed by Opus's decoder) and is played through the same engine. A level line
+// shows both directions. `--loss` and `--reorder` drop and swap outgoing packets (a test's bad
+// network); devices are the sound server's names (`pactl list short sinks`), the defaults
+// otherwise. Sample code: small on purpose.
 import AVFAudio
 import AudioToolbox
 import CoreAudio

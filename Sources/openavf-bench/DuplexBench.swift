@@ -100,12 +100,7 @@ enum DuplexBench {
         AudioUnitSetProperty(unit, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Input, 0, &mono, size)
         AudioUnitSetProperty(unit, kAudioUnitProperty_StreamFormat, kAudioUnitScope_Output, 1, &mono, size)
         // The microphone is the speaker's monitor.
-        var address = AudioObjectPropertyAddress(mSelector: kAudioHardwarePropertyTranslateUIDToDevice, mScope: kAudioObjectPropertyScopeGlobal, mElement: 0)
-        let uid: CFString = "speaker.monitor" as CFString
-        var device = AudioObjectID(0)
-        var dsize = UInt32(4)
-        _ = withUnsafePointer(to: uid) { AudioObjectGetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, UInt32(MemoryLayout<CFString>.size), $0, &dsize, &device) }
-        guard device != 0 else { throw BenchError("no device for speaker.monitor") }
+        guard var device = AudioDevices.id(uid: "speaker.monitor") else { throw BenchError("no device for speaker.monitor") }
         AudioUnitSetProperty(unit, kAudioOutputUnitProperty_CurrentDevice, kAudioUnitScope_Global, 1, &device, 4)
         let loop = Loop()
         loop.unit = unit

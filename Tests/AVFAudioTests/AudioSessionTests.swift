@@ -398,24 +398,9 @@ extension AudioSessionServerTests {
             _ = try? server.pactl(["unload-module", module])
         }
         // The moment, in process (two pactl runs can be half a second apart on a busy machine).
-        func device(_ name: String) throws -> AudioDeviceID {
-            var address = AudioObjectPropertyAddress(
-                mSelector: kAudioHardwarePropertyTranslateUIDToDevice, mScope: kAudioObjectPropertyScopeGlobal, mElement: kAudioObjectPropertyElementMain)
-            var id = AudioDeviceID(0)
-            var size = UInt32(MemoryLayout<AudioDeviceID>.size)
-            let uid: CFString = name as CFString
-            let status = withUnsafePointer(to: uid) {
-                AudioObjectGetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, UInt32(MemoryLayout<CFString>.size), $0, &size, &id)
-            }
-            XCTAssertEqual(status, noErr, "no device \(name)")
-            return id
-        }
-        var standIn = try device("auto_null"), speaker = try device("speaker")
-        var address = AudioObjectPropertyAddress(
-            mSelector: kAudioHardwarePropertyDefaultOutputDevice, mScope: kAudioObjectPropertyScopeGlobal, mElement: kAudioObjectPropertyElementMain)
-        let size = UInt32(MemoryLayout<AudioDeviceID>.size)
-        XCTAssertEqual(AudioObjectSetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, 0, nil, size, &standIn), noErr)
-        XCTAssertEqual(AudioObjectSetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, 0, nil, size, &speaker), noErr)
+        let standIn = try XCTUnwrap(AudioDevices.id(uid: "auto_null")), speaker = try XCTUnwrap(AudioDevices.id(uid: "speaker"))
+        XCTAssertEqual(AudioDevices.setDefaultOutput(standIn), noErr)
+        XCTAssertEqual(AudioDevices.setDefaultOutput(speaker), noErr)
         XCTAssertFalse(waitUntil(timeout: 1.5) { !log.all.isEmpty }, "a route change for the stand-in's moment: \(log.all.map(\.info))")
         let set = Date()
         _ = try server.pactl(["set-default-sink", "auto_null"])

@@ -90,39 +90,41 @@ final class IntercomTests: XCTestCase {
         // mean, weighted by loudness.
         var weighted = 0.0, weights = 0.0, halves: [String] = []
         var lag = head.lag - (onset + headStart)
+        /// `length` samples of the words from `at`, found in what the speaker played within two
+        /// packets of `lag`: the correlation, the lag to go on with (the one found, where the
+        /// piece has sound and fits), and the piece's energy; nil past the recording's end.
+        func lineUp(at: Int, length: Int, lag: Int) -> (correlation: Double, lag: Int, energy: Double)? {
+            let piece = Array(heard[at..<(at + length)])
+            let from = max(0, at + lag - 1920)
+            guard from + length + 3840 <= played.count else { return nil }
+            let found = SignalAnalysis.align(piece, in: Array(played[from..<(from + length + 3840)]), maxLag: 3840)
+            let fits = found.correlation > 0.5 && SignalAnalysis.rmsDB(piece[...]) > -40
+            return (found.correlation, fits ? from + found.lag - at : lag, piece.reduce(0.0) { $0 + Double($1) * Double($1) })
+        }
         for start in stride(from: onset, to: onset + spoken.count - 24000, by: 24000) {
-            let window = Array(heard[start..<(start + 24000)])
-            guard SignalAnalysis.rmsDB(window[...]) > -40 else { continue }
-            let from = max(0, start + lag - 1920)
-            guard from + 24000 + 3840 <= played.count else { break }
-            let best = SignalAnalysis.align(window, in: Array(played[from..<(from + 24000 + 3840)]), maxLag: 3840)
-            let energy = window.reduce(0.0) { $0 + Double($1) * Double($1) }
-            var correlation = best.correlation
-            if best.correlation > 0.5 { lag = from + best.lag - start }
+            guard SignalAnalysis.rmsDB(heard[start..<(start + 24000)]) > -40 else { continue }
+            guard let half = lineUp(at: start, length: 24000, lag: lag) else { break }
+            var correlation = half.correlation
+            lag = half.lag
             if correlation < 0.8 {
                 // The jitter buffer may have run dry inside this half second, the rest of it a
                 // packet later: one lag fits half of it (0.49–0.54 where the halves either side
                 // were 0.8–0.9). Each quarter lined up on its own, the gap itself still counts.
                 var quarters = 0.0, quarterWeights = 0.0, quarterLag = lag
                 for q in 0..<2 {
-                    let at = start + q * 12000
-                    let piece = Array(heard[at..<(at + 12000)])
-                    let pieceFrom = max(0, at + quarterLag - 1920)
-                    guard pieceFrom + 12000 + 3840 <= played.count else { break }
-                    let found = SignalAnalysis.align(piece, in: Array(played[pieceFrom..<(pieceFrom + 12000 + 3840)]), maxLag: 3840)
-                    let e = piece.reduce(0.0) { $0 + Double($1) * Double($1) }
-                    quarters += found.correlation * e
-                    quarterWeights += e
-                    if found.correlation > 0.5 && SignalAnalysis.rmsDB(piece[...]) > -40 { quarterLag = pieceFrom + found.lag - at }
+                    guard let quarter = lineUp(at: start + q * 12000, length: 12000, lag: quarterLag) else { break }
+                    quarters += quarter.correlation * quarter.energy
+                    quarterWeights += quarter.energy
+                    quarterLag = quarter.lag
                 }
                 if quarterWeights > 0 && quarters / quarterWeights > correlation {
                     correlation = quarters / quarterWeights
                     lag = quarterLag
                 }
             }
-            weighted += correlation * energy
-            weights += energy
-            halves.append(String(format: correlation != best.correlation ? "%.2f(q)" : "%.2f", correlation))
+            weighted += correlation * half.energy
+            weights += half.energy
+            halves.append(String(format: correlation != half.correlation ? "%.2f(q)" : "%.2f", correlation))
         }
         let intelligible = weights > 0 ? weighted / weights : 0
         print(String(format: "intercom: correlation with the words sent %.3f (half seconds lined up: ", intelligible) + halves.joined(separator: " ") + ")")

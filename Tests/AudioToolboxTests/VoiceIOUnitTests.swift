@@ -16,14 +16,19 @@ final class VoiceIOUnitTests: XCTestCase {
 
     override func tearDown() { try? FileManager.default.removeItem(at: dir) }
 
+    /// The far end's voice at −20 dBFS of speech, 48 kHz, its first `seconds`.
+    private func farSpeech(seconds: Int) throws -> [Float] {
+        let far = try VoiceSignals.speech(VoiceSignals.farText, voice: VoiceSignals.farVoice, sampleRate: 48000, in: dir)
+        return Array(VoiceSignals.scaled(far, toSpeechRMS: -20, sampleRate: 48000).prefix(48000 * seconds))
+    }
+
     /// Far-end speech only: bypassed, the unit gives the echo; processing, after 2 s it leaves
     /// the echo at least 30 dB down (issue 14's first line, through the server).
     func testTheEchoOfWhatTheUnitPlaysIsCancelled() throws {
         let server = try TestSound.server()
         let path = try AcousticPath(server: server)
         defer { path.close() }
-        var far = try VoiceSignals.speech(VoiceSignals.farText, voice: VoiceSignals.farVoice, sampleRate: 48000, in: dir)
-        far = Array(VoiceSignals.scaled(far, toSpeechRMS: -20, sampleRate: 48000).prefix(48000 * 7))
+        let far = try farSpeech(seconds: 7)
         let call = try VoiceUnitCall(far: far, recordSeconds: 16)
 
         let (echo, left, lag, _, _) = try call.echoLoss()
@@ -43,8 +48,7 @@ final class VoiceIOUnitTests: XCTestCase {
         let server = try TestSound.server()
         let path = try AcousticPath(server: server)
         defer { path.close() }
-        var far = try VoiceSignals.speech(VoiceSignals.farText, voice: VoiceSignals.farVoice, sampleRate: 48000, in: dir)
-        far = Array(VoiceSignals.scaled(far, toSpeechRMS: -20, sampleRate: 48000).prefix(48000 * 7))
+        let far = try farSpeech(seconds: 7)
         let call = try VoiceUnitCall(far: far, recordSeconds: 16)
         call.stall = (at: 48000 * 3, seconds: 0.12)
         call.set(kAUVoiceIOProperty_BypassVoiceProcessing, true)
