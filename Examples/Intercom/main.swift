@@ -206,7 +206,9 @@ func run() throws {
 
     let link = try Link(port: options.port, peerHost: options.peerHost, peerPort: options.peerPort)
     let encoder = try OpusEncoder(bitRate: options.bitRate * 1000), decoder = try OpusDecoder()
-    let jitter = JitterBuffer(depth: 2)
+    // 25 ms: a packet swapped with the next comes a packet (20 ms) late, and the graph's cycles
+    // (5.3 ms on PipeWire) add a few more.
+    let jitter = JitterBuffer(delay: 0.025, packetDuration: 0.02)
     let micLevel = Mutex(-120.0), peerLevel = Mutex(-120.0)
 
     // The peer's voice: decoded ahead into a ring the output's render block drains.
@@ -238,27 +240,34 @@ func run() throws {
     }
 
     // The network: what comes in goes to the jitter buffer; the player decodes as the ring
-    // empties (a packet when less than one is left).
+    // empties (a packet when less than a quarter of one is left: what the ring holds is latency).
     let receiver = Thread {
         while let (number, payload) = link.receive() { jitter.insert(sequence: number, payload: payload) }
     }
     receiver.start()
     let player = Thread {
         while true {
-            ring.waitForRoom(below: OpusEncoder.frames)
+            ring.waitForRoom(below: OpusEncoder.frames / 4)
             guard let slot = jitter.pop() else {
-                // Not enough has come in yet: look again after the output's next cycle.
+                // Still filling: look again after the output's next cycle.
                 ring.waitForCycle()
                 continue
             }
-            let samples: [Float]
+            var samples: [Float]
             switch slot {
             case .packet(let payload): samples = decoder.decode(payload)
             case .lost: samples = decoder.decode(nil)
             }
+            // Held longer than needed: play less of a quiet packet (a pause is not missed).
+            let excess = Int(jitter.excess * 48000)
+            if excess > 0 && samples.withUnsafeBufferPointer({ level($0) }) < -50 {
+                let cut = min(excess, samples.count)
+                samples.removeFirst(cut)
+                jitter.trimmed(Double(cut) / 48000)
+            }
             samples.withUnsafeBufferPointer { p in
                 peerLevel.withLock { $0 = level(p) }
-                        ring.write(p)
+                ring.write(p)
             }
         }
     }
@@ -269,19 +278,30 @@ func run() throws {
     // (a test server's fresh null sink) can take its time to start.
     guard flowing.wait(timeout: .now() + 10) == .success else { throw IntercomError("no audio from the microphone in 10 s") }
     FileHandle.standardOutput.write(Data("ready: port \(options.port), peer \(options.peerHost):\(options.peerPort)\n".utf8))
+    // Ctrl-C (or a SIGTERM) ends the call as its time running out does: cleanly, with the counts.
+    let ending = Atomic<Bool>(false)
+    let signals = [SIGINT, SIGTERM].map { number in
+        signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+        source.setEventHandler { ending.store(true, ordering: .relaxed) }
+        source.resume()
+        return source
+    }
     let started = Date()
-    while options.seconds.map({ Date().timeIntervalSince(started) < $0 }) ?? true {
+    while !ending.load(ordering: .relaxed), options.seconds.map({ Date().timeIntervalSince(started) < $0 }) ?? true {
         Thread.sleep(forTimeInterval: 0.25)
         if !options.quiet {
             let mic = micLevel.withLock { $0 }, peer = peerLevel.withLock { $0 }
             let counts = jitter.counts
-            let line = String(format: "\rmic %6.1f dBFS %@  peer %6.1f dBFS %@  lost %d late %d", mic, bar(mic), peer, bar(peer), counts.lost, counts.late)
+            let line = String(format: "\rmic %6.1f dBFS %@  peer %6.1f dBFS %@  lost %d late %d held %.0f ms", mic, bar(mic), peer, bar(peer), counts.lost, counts.late, counts.heldMS)
             FileHandle.standardError.write(Data(line.utf8))
         }
     }
     engine.stop()
+    signals.forEach { $0.cancel() }
     let counts = jitter.counts
-    FileHandle.standardOutput.write(Data("lost \(counts.lost), late \(counts.late), skipped \(counts.skipped)\n".utf8))
+    let summary = String(format: "lost %d, late %d, skipped %d, held %.1f ms on average\n", counts.lost, counts.late, counts.skipped, counts.heldMS)
+    FileHandle.standardOutput.write(Data(summary.utf8))
 }
 
 /// The decoded voice between the player thread and the render block: one writer, one reader; the
