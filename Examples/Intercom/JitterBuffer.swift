@@ -3,13 +3,18 @@ import Foundation
 /// Holds the packets that came in by their sequence number and hands them out in order, one per
 /// packet duration as the player asks.
 ///
-/// Playing starts once the first packet has waited `delay` (and starts again that way after the
-/// peer went quiet); from then on the player's clock sets the pace and the network does not: a
-/// packet that arrives out of order before its turn takes its place, one that is missing at its
-/// turn is reported lost (its concealment plays) and dropped if it comes later. So the call's
-/// latency is set once, at the start, and a loss does not add to it. The delay is what a packet
-/// may come late by: one swapped with the next comes a packet late. A backlog of more than a few
-/// packets beyond the delay (a player that stalled) is skipped.
+/// Playing starts once the first packet has waited `delay`; from then on the player's clock sets
+/// the pace and the network does not: a packet that arrives out of order before its turn takes its
+/// place, and one missing at its turn is reported lost (its concealment plays), so a loss adds no
+/// latency. The delay is what a packet may come late by: one swapped with the next comes a packet
+/// late. The hold changes only where it must:
+/// - a packet that comes after its turn is dropped, unless nothing newer had come (the network's
+///   delay grew, or the peer's clock is slower): then it plays after its concealment, and the
+///   hold grows by what was concealed;
+/// - with nothing come for a few slots (the peer went quiet) the buffer fills again, as at the
+///   start;
+/// - a hold grown longer than needed is reported as ``excess``, for the player to play away in a
+///   quiet moment; a backlog of more than a few packets (a player that stalled) is skipped.
 final class JitterBuffer: @unchecked Sendable {
     enum Slot {
         case packet([UInt8])
@@ -21,27 +26,28 @@ final class JitterBuffer: @unchecked Sendable {
     private var packets: [UInt32: (payload: [UInt8], arrived: UInt64, inOrder: Bool)] = [:]
     private var next: UInt32?
     private var newest: UInt32 = 0
-    /// Whether the player's clock sets the pace; false until the first packet has waited `delay`.
+    /// Whether the player's clock sets the pace: false while the buffer fills (at the start, and
+    /// again after the peer went quiet).
     private var playing = false
     /// When the packet that starts play came in (uptime, ns).
     private var waitingSince: UInt64?
     private let delay: UInt64
-    /// The delay in whole packets, the least the buffer holds after skipping a backlog.
+    private let packetDuration: UInt64
+    /// The delay in whole packets: how far behind the newest play resumes after a backlog.
     private let depth: Int
+    /// Slots in a row due before anything past them came in.
+    private var starved = 0
+    /// The least time a packet that came in order was held, over the last `inOrderPlayed`.
+    private var leastHold = UInt64.max
+    private var inOrderPlayed = 0
+    /// What the buffer holds beyond need, to be played away (ns).
+    private var excessHold: UInt64 = 0
     private var lost = 0
     private var late = 0
     private var skipped = 0
     /// The time the packets played so far were held, in all (ns), and how many they were.
     private var held: UInt64 = 0
     private var played = 0
-    /// The least time a packet that came in order was held, over the last `inOrderPlayed`.
-    private var leastHold = UInt64.max
-    private var inOrderPlayed = 0
-    /// What the buffer holds beyond need, to be played away (ns).
-    private var excessHold: UInt64 = 0
-    private let packetDuration: UInt64
-    /// Slots in a row due before anything past them came in.
-    private var starved = 0
     /// How far from the newest a sequence number may be and still belong to this stream; beyond
     /// it the peer started over (or a stray datagram came).
     private let window: UInt32 = 1000
@@ -55,20 +61,22 @@ final class JitterBuffer: @unchecked Sendable {
     func insert(sequence: UInt32, payload: [UInt8]) {
         lock.lock()
         defer { lock.unlock() }
-        if next != nil, (!playing && packets.isEmpty) || Int32(bitPattern: sequence &- newest).magnitude > window {
-            // Waiting with nothing held (the peer went quiet, and may have started over), or far
-            // from this stream: the packet starts it afresh.
-            packets.removeAll()
-            next = nil
-            playing = false
-            waitingSince = nil
+        let newer = next == nil || Int32(bitPattern: sequence &- newest) > 0
+        if let at = next, Int32(bitPattern: sequence &- at) < 0 {
+            if Int32(bitPattern: sequence &- newest).magnitude > window || (!playing && packets.isEmpty && !newer) {
+                // The peer started over (or a stray datagram came): start afresh.
+                fill(from: nil)
+            } else if newer {
+                // Its slot was concealed with nothing newer in: it plays next, a little later.
+                next = sequence
+            } else {
+                late += 1
+                return
+            }
+        } else if next != nil, Int32(bitPattern: sequence &- newest).magnitude > window {
+            fill(from: nil)
         }
-        if let next, Int32(bitPattern: sequence &- next) < 0 {
-            late += 1
-            return
-        }
-        let now = DispatchTime.now().uptimeNanoseconds
-        let inOrder = next == nil || Int32(bitPattern: sequence &- newest) > 0
+        let now = DispatchTime.now().uptimeNanoseconds, inOrder = next == nil || Int32(bitPattern: sequence &- newest) > 0
         packets[sequence] = (payload, now, inOrder)
         if inOrder { newest = sequence }
         if next == nil { next = sequence }
@@ -88,13 +96,11 @@ final class JitterBuffer: @unchecked Sendable {
         }
         let ahead = Int(Int32(bitPattern: newest &- at))
         if packets[at] == nil && ahead <= 0 {
-            // Nothing has come past the slot due: a packet late (concealed; dropped when it
-            // comes), or the peer went quiet (after a few such slots: fill again).
+            // Nothing has come past the slot due: a packet late (concealed), or the peer went
+            // quiet (after a few such slots: fill again).
             starved += 1
             if starved > 3 {
-                playing = false
-                waitingSince = nil
-                starved = 0
+                fill(from: at)
                 return nil
             }
         } else {
@@ -108,31 +114,40 @@ final class JitterBuffer: @unchecked Sendable {
                 if packets.removeValue(forKey: at) != nil { skipped += 1 }
                 at &+= 1
             }
+            (leastHold, inOrderPlayed, excessHold) = (.max, 0, 0)
         }
         next = at &+ 1
-        if let packet = packets.removeValue(forKey: at) {
-            let hold = DispatchTime.now().uptimeNanoseconds - packet.arrived
-            held += hold
-            played += 1
-            if packet.inOrder {
-                leastHold = min(leastHold, hold)
-                inOrderPlayed += 1
-                if inOrderPlayed == 50 {
-                    if leastHold > delay { excessHold = leastHold - packetDuration }
-                    (leastHold, inOrderPlayed) = (.max, 0)
-                }
-            }
-            return .packet(packet.payload)
+        guard let packet = packets.removeValue(forKey: at) else {
+            lost += 1
+            return .lost
         }
-        lost += 1
-        return .lost
+        let hold = DispatchTime.now().uptimeNanoseconds - packet.arrived
+        held += hold
+        played += 1
+        if packet.inOrder {
+            leastHold = min(leastHold, hold)
+            inOrderPlayed += 1
+            if inOrderPlayed == 50 {
+                excessHold = leastHold > delay ? leastHold - delay : 0
+                (leastHold, inOrderPlayed) = (.max, 0)
+            }
+        }
+        return .packet(packet.payload)
     }
 
-    /// How much less the buffer could hold (s). A packet that came in order must be held a
-    /// packet's duration, for one swapped with it to make its turn; once every such packet in 50
-    /// was held more than the delay (the call started on a packet that came late, say), the
-    /// excess over a packet's duration is here, for the player to play that much less of a quiet
-    /// moment and say so with ``trimmed(_:)``.
+    /// Stops playing until the buffer has filled again, from `next` (nil: from the next packet in).
+    private func fill(from next: UInt32?) {
+        if next == nil { packets.removeAll() }
+        self.next = next
+        playing = false
+        waitingSince = nil
+        starved = 0
+        (leastHold, inOrderPlayed, excessHold) = (.max, 0, 0)
+    }
+
+    /// How much less the buffer could hold (s): once every packet of 50 that came in order was
+    /// held more than the delay (the call started on a packet that came late, say), the excess.
+    /// The player plays that much less of a quiet moment and says so with ``trimmed(_:)``.
     var excess: Double {
         lock.lock()
         defer { lock.unlock() }

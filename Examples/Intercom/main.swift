@@ -240,14 +240,15 @@ func run() throws {
     }
 
     // The network: what comes in goes to the jitter buffer; the player decodes as the ring
-    // empties (a packet when less than a quarter of one is left: what the ring holds is latency).
+    // empties (a packet when less than the render block's request is left: what the ring holds
+    // is latency).
     let receiver = Thread {
         while let (number, payload) = link.receive() { jitter.insert(sequence: number, payload: payload) }
     }
     receiver.start()
     let player = Thread {
         while true {
-            ring.waitForRoom(below: OpusEncoder.frames / 4)
+            ring.waitForRoom(below: ring.requestFrames)
             guard let slot = jitter.pop() else {
                 // Still filling: look again after the output's next cycle.
                 ring.waitForCycle()
@@ -258,10 +259,11 @@ func run() throws {
             case .packet(let payload): samples = decoder.decode(payload)
             case .lost: samples = decoder.decode(nil)
             }
-            // Held longer than needed: play less of a quiet packet (a pause is not missed).
-            let excess = Int(jitter.excess * 48000)
-            if excess > 0 && samples.withUnsafeBufferPointer({ level($0) }) < -50 {
-                let cut = min(excess, samples.count)
+            // Held longer than needed: play less of a quiet packet (a pause is not missed), in
+            // whole requests of the render block, which is when the ring is refilled.
+            let request = ring.requestFrames, excess = Int(jitter.excess * 48000)
+            if excess >= request && samples.withUnsafeBufferPointer({ level($0) }) < -50 {
+                let cut = min(excess / request * request, samples.count / request * request)
                 samples.removeFirst(cut)
                 jitter.trimmed(Double(cut) / 48000)
             }
@@ -283,7 +285,10 @@ func run() throws {
     let signals = [SIGINT, SIGTERM].map { number in
         signal(number, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-        source.setEventHandler { ending.store(true, ordering: .relaxed) }
+        source.setEventHandler {
+            // A second one while the call ends: end now.
+            if ending.exchange(true, ordering: .relaxed) { exit(130) }
+        }
         source.resume()
         return source
     }
@@ -319,8 +324,18 @@ final class VoiceRing: @unchecked Sendable {
         storage.initialize(repeating: 0, count: capacity)
     }
 
+    /// The most the render block asked for at once lately (its requests vary a little).
+    private let request = Atomic<Int>(1)
+    private var requestsSeen = 0, largestRequest = 0
+
     /// The render thread.
     func read(into out: UnsafeMutablePointer<Float>, count: Int) {
+        largestRequest = max(largestRequest, count)
+        requestsSeen += 1
+        if requestsSeen == 100 || count > request.load(ordering: .relaxed) {
+            request.store(largestRequest, ordering: .relaxed)
+            if requestsSeen == 100 { (requestsSeen, largestRequest) = (0, 0) }
+        }
         let r = readCount.load(ordering: .relaxed), w = writeCount.load(ordering: .acquiring)
         let n = min(count, w - r)
         for i in 0..<n { out[i] = storage[(r + i) % capacity] }
@@ -335,6 +350,9 @@ final class VoiceRing: @unchecked Sendable {
         for i in 0..<n { storage[(w + i) % capacity] = samples[i] }
         writeCount.store(w + n, ordering: .releasing)
     }
+
+    /// The most the render block asked for at once in its last hundred requests or so.
+    var requestFrames: Int { request.load(ordering: .relaxed) }
 
     /// Waits until fewer than `frames` are left to play.
     func waitForRoom(below frames: Int) {

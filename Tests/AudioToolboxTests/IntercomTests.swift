@@ -74,8 +74,8 @@ final class IntercomTests: XCTestCase {
         let onset = try XCTUnwrap(SignalAnalysis.onset(heard, threshold: 0.01), "nothing reached the microphone")
         let spoken = Array(heard[onset..<min(heard.count, onset + 48000 * 6)])
         // The call's lag, from a second of its first words: the first second, or the next ones
-        // if the jitter buffer ran dry inside it (the rest then plays a packet later, and one
-        // lag fits half the second: 0.45 in a CI run whose call was otherwise 0.85).
+        // if the call's hold changed inside it (the rest then plays earlier or later, and one lag
+        // fits half the second: 0.45 in a CI run whose call was otherwise 0.85).
         var head = (lag: 0, correlation: -1.0), headStart = 0
         for second in 0..<min(3, spoken.count / 48000) where head.correlation < 0.7 {
             let window = Array(spoken[(second * 48000)..<((second + 1) * 48000)])
@@ -84,10 +84,11 @@ final class IntercomTests: XCTestCase {
         }
         XCTAssertGreaterThan(head.correlation, 0.5, "the first words are not in what the speaker played")
         // Then half a second at a time, each lined up within two packets of the one before (a
-        // half that fits badly, by its quarters): where the jitter buffer ran dry, the rest of
-        // the call plays a packet (20 ms) later, which a listener does not hear but one
-        // alignment for the whole call would count as lost words. The figure is the halves'
-        // mean, weighted by loudness.
+        // half that fits badly, by its quarters): where the jitter buffer's hold changed (a late
+        // packet played after its concealment, a hold played away in a pause), the rest of the
+        // call plays earlier or later, which a listener does not hear but one alignment for the
+        // whole call would count as lost words. The figure is the halves' mean, weighted by
+        // loudness.
         var weighted = 0.0, weights = 0.0, halves: [String] = []
         var lag = head.lag - (onset + headStart)
         /// `length` samples of the words from `at`, found in what the speaker played within two
@@ -107,9 +108,9 @@ final class IntercomTests: XCTestCase {
             var correlation = half.correlation
             lag = half.lag
             if correlation < 0.8 {
-                // The jitter buffer may have run dry inside this half second, the rest of it a
-                // packet later: one lag fits half of it (0.49–0.54 where the halves either side
-                // were 0.8–0.9). Each quarter lined up on its own, the gap itself still counts.
+                // The jitter buffer's hold may have changed inside this half second, the rest of
+                // it earlier or later: one lag fits half of it (0.49–0.54 where the halves either
+                // side were 0.8–0.9). Each quarter lined up on its own, the gap itself still counts.
                 var quarters = 0.0, quarterWeights = 0.0, quarterLag = lag
                 for q in 0..<2 {
                     guard let quarter = lineUp(at: start + q * 12000, length: 12000, lag: quarterLag) else { break }
