@@ -32,7 +32,6 @@ final class JitterBuffer: @unchecked Sendable {
     /// When the packet that starts play came in (uptime, ns).
     private var waitingSince: UInt64?
     private let delay: UInt64
-    private let packetDuration: UInt64
     /// The delay in whole packets: how far behind the newest play resumes after a backlog.
     private let depth: Int
     /// Slots in a row due before anything past them came in.
@@ -54,7 +53,6 @@ final class JitterBuffer: @unchecked Sendable {
 
     init(delay: Double, packetDuration: Double) {
         self.delay = UInt64(delay * 1e9)
-        self.packetDuration = UInt64(packetDuration * 1e9)
         depth = max(1, Int((delay / packetDuration).rounded(.up)))
     }
 
@@ -62,21 +60,19 @@ final class JitterBuffer: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         let newer = next == nil || Int32(bitPattern: sequence &- newest) > 0
-        if let at = next, Int32(bitPattern: sequence &- at) < 0 {
-            if Int32(bitPattern: sequence &- newest).magnitude > window || (!playing && packets.isEmpty && !newer) {
-                // The peer started over (or a stray datagram came): start afresh.
-                fill(from: nil)
-            } else if newer {
-                // Its slot was concealed with nothing newer in: it plays next, a little later.
-                next = sequence
-            } else {
+        let behind = next.map { Int32(bitPattern: sequence &- $0) < 0 } ?? false
+        if (next != nil && Int32(bitPattern: sequence &- newest).magnitude > window) || (behind && !newer && !playing && packets.isEmpty) {
+            // The peer started over (or a stray datagram came): start afresh.
+            fill(from: nil)
+        } else if behind {
+            guard newer else {
                 late += 1
                 return
             }
-        } else if next != nil, Int32(bitPattern: sequence &- newest).magnitude > window {
-            fill(from: nil)
+            // Its slot was concealed with nothing newer in: it plays next, a little later.
+            next = sequence
         }
-        let now = DispatchTime.now().uptimeNanoseconds, inOrder = next == nil || Int32(bitPattern: sequence &- newest) > 0
+        let now = DispatchTime.now().uptimeNanoseconds, inOrder = newer || next == nil
         packets[sequence] = (payload, now, inOrder)
         if inOrder { newest = sequence }
         if next == nil { next = sequence }
@@ -114,7 +110,7 @@ final class JitterBuffer: @unchecked Sendable {
                 if packets.removeValue(forKey: at) != nil { skipped += 1 }
                 at &+= 1
             }
-            (leastHold, inOrderPlayed, excessHold) = (.max, 0, 0)
+            forgetHolds()
         }
         next = at &+ 1
         guard let packet = packets.removeValue(forKey: at) else {
@@ -142,8 +138,11 @@ final class JitterBuffer: @unchecked Sendable {
         playing = false
         waitingSince = nil
         starved = 0
-        (leastHold, inOrderPlayed, excessHold) = (.max, 0, 0)
+        forgetHolds()
     }
+
+    /// Starts measuring the holds afresh, with nothing to trim.
+    private func forgetHolds() { (leastHold, inOrderPlayed, excessHold) = (.max, 0, 0) }
 
     /// How much less the buffer could hold (s): once every packet of 50 that came in order was
     /// held more than the delay (the call started on a packet that came late, say), the excess.
