@@ -402,9 +402,17 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         } else {
             AudioSessionHost.deactivate()
             AudioSessionHost.unduckOthers()
+            // An interruption ends with the session: the server's uncork for the stream just
+            // closed may never come (a call that ended as the session deactivated), and a flag
+            // left set would keep the next activation from hearing its own interruption. A call
+            // still going when the session activates again interrupts it anew (the server corks
+            // the new stream; on pipewire-pulse the session sees the call).
             lock.lock()
             self.active = false
             grant = nil
+            interrupted = false
+            interruptedByCall = false
+            interrupter = nil
             lock.unlock()
         }
     }

@@ -11,6 +11,7 @@ public final class SignalCapture: @unchecked Sendable {
     private let child: ChildProcess
     private let lock = NSLock()
     private var bytes = Data()
+    private var scanned = 0
     private let done = DispatchSemaphore(value: 0)
 
     /// Starts capturing `device` (a source name such as `speaker.monitor`); returns once data flows.
@@ -62,6 +63,19 @@ public final class SignalCapture: @unchecked Sendable {
         }
     }
 
+    /// Whether any sample captured so far is louder than `threshold` (each sample is looked at
+    /// once, however often this is asked).
+    public func heard(above threshold: Float) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        let end = bytes.count / 4 * 4
+        let found = bytes.withUnsafeBytes { raw in
+            stride(from: scanned, to: end, by: 4).contains { abs(raw.loadUnaligned(fromByteOffset: $0, as: Float.self)) > threshold }
+        }
+        scanned = end
+        return found
+    }
+
     /// Stops `parec` and returns everything captured, channel by channel.
     public func stop() -> [[Float]] {
         child.terminate()
@@ -90,6 +104,8 @@ public final class SignalCapture: @unchecked Sendable {
 /// Plays interleaved float samples into a sink of a ``PrivatePulseServer`` with `pacat`.
 public final class SignalPlayer: @unchecked Sendable {
     private let child: ChildProcess
+    private let device: String
+    private let environment: [String: String]
 
     /// `latencyMsec` is the stream's buffer: longer rides out a loaded machine without gaps.
     /// Into `micfeed` (the room the microphone hears) a player carries the role
@@ -100,6 +116,8 @@ public final class SignalPlayer: @unchecked Sendable {
         latencyMsec: Int = 100
     ) throws {
         guard let pacat = PrivatePulseServer.which("pacat") else { throw PrivatePulseServer.Failure(description: "pacat is not installed") }
+        self.device = device
+        environment = server.environment
         let file = server.directory.appendingPathComponent("play-\(UInt32.random(in: 0...UInt32.max)).raw").path
         try samples.withUnsafeBufferPointer { Data(buffer: $0) }.write(to: URL(fileURLWithPath: file))
         // The peer plays at a raised priority (nice −10 where allowed; `nice` runs it as it is
@@ -115,6 +133,19 @@ public final class SignalPlayer: @unchecked Sendable {
             child = try ChildProcess(nice, ["-n", "-10", pacat] + arguments, environment: server.environment, stderr: .null)
         } else {
             child = try ChildProcess(pacat, arguments, environment: server.environment)
+        }
+    }
+
+    /// Waits until what this player plays is heard on its sink's monitor, louder than
+    /// `threshold`: `pacat` fills its buffer before the server plays it, which takes longer on a
+    /// loaded machine, so a recording started at once can begin before the signal does (CI once
+    /// heard a tone 3.5 % flat: its window began in the silence before it). Throws after
+    /// `timeout` seconds.
+    public func waitUntilHeard(threshold: Float = 0.01, timeout: Double = 5) throws {
+        let monitor = try SignalCapture(environment: environment, device: device + ".monitor")
+        defer { _ = monitor.stop() }
+        guard waitUntil(timeout: timeout, { monitor.heard(above: threshold) }) else {
+            throw PrivatePulseServer.Failure(description: "what pacat plays into \(device) was not heard on its monitor within \(timeout) s")
         }
     }
 

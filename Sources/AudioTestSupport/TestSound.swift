@@ -43,3 +43,7 @@ public func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
     }
     return true
 }
+
+/// Whether this process runs under ThreadSanitizer (`Scripts/sanitize thread`): every access is
+/// instrumented, so the library's threads run several times slower than in the plain build.
+public let runsUnderThreadSanitizer: Bool = dlsym(nil, "__tsan_init") != nil

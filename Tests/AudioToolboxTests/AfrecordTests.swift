@@ -13,6 +13,7 @@ final class AfrecordTests: ToolProcessTestCase {
         microphone = try SignalPlayer(
             server: try TestSound.server(), device: "micfeed",
             samples: SignalAnalysis.sine(frequency: 440, sampleRate: 48000, seconds: 30, amplitude: 0.5), sampleRate: 48000)
+        try microphone?.waitUntilHeard()
     }
 
     override func tearDownWithError() throws {
@@ -74,7 +75,7 @@ final class AfrecordTests: ToolProcessTestCase {
     /// with EFBIG): the recorder reports the write error, afrecord exits 1, and the file keeps
     /// every buffer written before.
     func testAFullDiskReportsTheErrorAndKeepsWhatWasWritten() throws {
-        if dlsym(nil, "__tsan_init") != nil {
+        if runsUnderThreadSanitizer {
             // Under `ulimit -f` a ThreadSanitizer process dies of SIGBUS in the sanitizer's own
             // shadow memory as soon as libdispatch starts a thread (any Swift program does); the
             // plain and AddressSanitizer runs check this.

@@ -280,8 +280,13 @@ final class ControlSemanticsTests: XCTestCase {
         let error = (heard - Double(start.mHostTime)) / 1e6
         print("start time error: \(error) ms")
         // pipewire-pulse's timing moves in whole graph cycles (256 frames): there a start can be
-        // one cycle off (REMAINING.md, "PipeWire"); PulseAudio is held to 2 ms.
+        // one cycle off (REMAINING.md, "PipeWire"); PulseAudio is held to 2 ms. Under
+        // ThreadSanitizer (CI's race check) the client runs several times slower and libpulse's
+        // latency estimates, interpolated between the server's timing replies, drift by a few
+        // milliseconds (3.1 ms early in one CI run): there the start is held to 10 ms, which still
+        // fails a start time ignored (400 ms early) or misread; the plain suites hold the 2 ms.
         let cycle = PrivatePulseServer.Kind.fromEnvironment == .pipewire ? 256 / rate * 1000 : 0
-        XCTAssertEqual(error, 0, accuracy: 2 + cycle, "started \(error) ms from the requested time")
+        let tolerance = runsUnderThreadSanitizer ? 10 : 2 + cycle
+        XCTAssertEqual(error, 0, accuracy: tolerance, "started \(error) ms from the requested time")
     }
 }

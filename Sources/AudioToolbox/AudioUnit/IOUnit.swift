@@ -74,6 +74,9 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     private var inputRingRef: Unmanaged<SampleRing>?
     private var recordShape: PCMShape?
     private var inputScratch = UnsafeMutablePointer<Float>.allocate(capacity: 1)
+    /// What a read from another thread drops of the ring's backlog; set at start, then the
+    /// reading thread's.
+    private var backlog = InputBacklog(sliceFrames: 1, channels: 1, capacity: 1, windowFrames: 1)
     private var sliceFrames = 512
 
     init(component: AudioComponentEntry, hasInput: Bool, voiceProcessing: Bool = false) {
@@ -304,7 +307,12 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
                 if inputEnabled {
                     let f = outputFormats[1]
                     let channels = Int(f.mChannelsPerFrame)
-                    let ring = SampleRing(capacity: sliceFrames * channels * 8)
+                    // Room for a burst after a stall of either stream's thread (a quarter second,
+                    // at least eight slices): the reader takes it back rather than losing it.
+                    let ringFrames = max(sliceFrames * 8, Int(f.mSampleRate / 4))
+                    let ring = SampleRing(capacity: ringFrames * channels)
+                    backlog = InputBacklog(
+                        sliceFrames: sliceFrames, channels: channels, capacity: ringFrames * channels, windowFrames: Int(f.mSampleRate))
                     inputRing = ring
                     inputRingRef = .passUnretained(ring)
                     recordShape = PCMShape(f)
@@ -459,9 +467,9 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             // short one is silence and leaves what came for the next, so the input runs a request
             // later from then on, and the ring settles at the least latency the two threads'
             // timing allows (a raw client's, measured equal) without breaking up the audio again.
-            // Beyond three slices (the reader stalled), all but the newest slice goes.
-            let available = ring.available
-            if available > 3 * sliceFrames * channels { ring.skip(available - sliceFrames * channels) }
+            // A backlog that lasted a second goes; a burst stays to be read (`InputBacklog`).
+            let drop = backlog.excess(available: ring.available, wanted: wanted)
+            if drop > 0 { ring.skip(drop) }
             if ring.available >= wanted { got = ring.read(into: inputScratch, count: wanted) }
         } else {
             got = ring.read(into: inputScratch, count: wanted)

@@ -1,0 +1,57 @@
+/// What a reader on another thread than the recording's (play-through, an engine's input node)
+/// drops of the captured input it has not read yet, so that a lasting backlog does not become
+/// lasting latency, without cutting out audio a burst brought.
+///
+/// The recording and the playback streams run on their own threads, and their cycles do not line
+/// up: the backlog swings by up to a request between reads. A stall of either thread (a busy
+/// machine, the server catching up after one) leaves a burst of several slices, which the next
+/// reads take back as the other stream catches up too. So only a backlog that lasted goes: when
+/// the least left over after any read in a second of reads was two slices or more, all but one
+/// slice of it. (Until 2026-12-04 all but a slice went as soon as more than three waited; a
+/// burst cut that way was audio lost from a recording.) Two cases go at once: what gathered
+/// before the first read (all but a slice), and a backlog about to overflow the ring (the reader
+/// stalled for long: all but a slice).
+///
+/// Plain arithmetic, no memory of its own: the reading (real-time) thread owns it.
+package struct InputBacklog: Sendable {
+    private let slice: Int
+    private let channels: Int
+    private let capacity: Int
+    private let window: Int
+    private var least = Int.max
+    private var counted = 0
+    private var reading = false
+
+    /// `sliceFrames` is the unit's slice; `capacity` the ring's, in samples; a window of
+    /// `windowFrames` read frames (a second) decides whether a backlog lasted.
+    package init(sliceFrames: Int, channels: Int, capacity: Int, windowFrames: Int) {
+        slice = max(sliceFrames, 1) * max(channels, 1)
+        self.channels = max(channels, 1)
+        self.capacity = capacity
+        window = max(windowFrames, 1)
+    }
+
+    /// Samples to drop before a read of `wanted` samples, `available` waiting: whole frames.
+    package mutating func excess(available: Int, wanted: Int) -> Int {
+        if !reading || available > capacity - slice {
+            reading = true
+            restart()
+            return max(0, available - max(slice, wanted))
+        }
+        // A read takes its frames whole or not at all: a short one leaves no spare.
+        least = min(least, available >= wanted ? available - wanted : 0)
+        counted += wanted / channels
+        guard counted >= window else { return 0 }
+        let lasting = least
+        restart()
+        return lasting >= 2 * slice ? lasting - slice : 0
+    }
+
+    /// Forgets the window (the reader's first read after a start).
+    package mutating func reset() { reading = false }
+
+    private mutating func restart() {
+        least = .max
+        counted = 0
+    }
+}
