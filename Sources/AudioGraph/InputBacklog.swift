@@ -6,15 +6,19 @@
 /// up: the backlog swings by up to a request between reads. A stall of either thread (a busy
 /// machine, the server catching up after one) leaves a burst of several slices, which the next
 /// reads take back as the other stream catches up too. So only a backlog that lasted goes: when
-/// the least left over after any read in a second of reads was two slices or more, all but one
-/// slice of it. (Until 2026-12-04 all but a slice went as soon as more than three waited; a
-/// burst cut that way was audio lost from a recording.) Two cases go at once: what gathered
-/// before the first read (all but a slice), and a backlog about to overflow the ring (the reader
-/// stalled for long: all but a slice).
+/// the least left over after any read in a second of reads was half a slice or more, all but a
+/// quarter slice of it (a lasting half slice was 5 ms more round trip at 10 ms buffers,
+/// `openavf-bench --only duplex`). (Until 2026-12-04 all but a slice went as soon as more than
+/// three waited; a burst cut that way was audio lost from a recording.) Two cases go at once:
+/// what gathered before the first read (all but a slice), and a backlog about to overflow the
+/// ring (the reader stalled for long: all but a slice).
 ///
 /// Plain arithmetic, no memory of its own: the reading (real-time) thread owns it.
 package struct InputBacklog: Sendable {
     private let slice: Int
+    /// Half a slice and a quarter, in whole frames' samples.
+    private let half: Int
+    private let quarter: Int
     private let channels: Int
     private let capacity: Int
     private let window: Int
@@ -25,8 +29,10 @@ package struct InputBacklog: Sendable {
     /// `sliceFrames` is the unit's slice; `capacity` the ring's, in samples; a window of
     /// `windowFrames` read frames (a second) decides whether a backlog lasted.
     package init(sliceFrames: Int, channels: Int, capacity: Int, windowFrames: Int) {
-        slice = max(sliceFrames, 1) * max(channels, 1)
         self.channels = max(channels, 1)
+        slice = max(sliceFrames, 1) * self.channels
+        half = max(sliceFrames / 2, 1) * self.channels
+        quarter = max(sliceFrames / 4, 1) * self.channels
         self.capacity = capacity
         window = max(windowFrames, 1)
     }
@@ -44,7 +50,7 @@ package struct InputBacklog: Sendable {
         guard counted >= window else { return 0 }
         let lasting = least
         restart()
-        return lasting >= 2 * slice ? lasting - slice : 0
+        return lasting >= half ? lasting - quarter : 0
     }
 
     /// Forgets the window (the reader's first read after a start).
