@@ -104,21 +104,25 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
             NotificationCenter.default.post(name: Self.mediaServicesWereResetNotification, object: self)
         }
         if event.contains(.interruptionBegan) {
-            let (isActive, mixable, already) = locked { (active, Self.isMixable(_category, _options), interrupted) }
-            if isActive && !mixable && !already {
-                locked { interrupted = true }
+            // Looked at and set at once: a deactivation in between must not leave it set.
+            let begins = locked { () -> Bool in
+                guard active && !Self.isMixable(_category, _options) && !interrupted else { return false }
+                interrupted = true
+                return true
+            }
+            if begins {
                 _ = AudioSessionHost.pausePlayback()
                 postInterruption(began: true)
             }
         }
         if event.contains(.interruptionEnded) {
-            if locked({ interrupted }) {
-                locked {
-                    interrupted = false
-                    interruptedByCall = false
-                }
-                postInterruption(began: false)
+            let ends = locked { () -> Bool in
+                guard interrupted else { return false }
+                interrupted = false
+                interruptedByCall = false
+                return true
             }
+            if ends { postInterruption(began: false) }
         }
         if event.contains(.devices) { checkRoute() }
         if event.contains(.otherSessions) {
@@ -146,12 +150,13 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
     /// non-mixable active session as the server's cork request would, and its end ends it.
     private func checkCalls() {
         guard let calling = AudioSessionHost.callInProgress() else { return }
-        let (isActive, mixable, already, byCall) = locked { (active, Self.isMixable(_category, _options), interrupted, interruptedByCall) }
-        if calling && isActive && !mixable && !already {
-            locked {
-                interrupted = true
-                interruptedByCall = true
-            }
+        let (begins, byCall) = locked { () -> (Bool, Bool) in
+            guard calling && active && !Self.isMixable(_category, _options) && !interrupted else { return (false, interruptedByCall) }
+            interrupted = true
+            interruptedByCall = true
+            return (true, true)
+        }
+        if begins {
             _ = AudioSessionHost.pausePlayback()
             postInterruption(began: true)
         } else if !calling && byCall {
@@ -402,16 +407,15 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         } else {
             AudioSessionHost.deactivate()
             AudioSessionHost.unduckOthers()
-            // An interruption ends with the session: the server's uncork for the stream just
-            // closed may never come (a call that ended as the session deactivated), and a flag
-            // left set would keep the next activation from hearing its own interruption. A call
-            // still going when the session activates again interrupts it anew (the server corks
-            // the new stream; on pipewire-pulse the session sees the call).
+            // The server's uncork is sent to the session's stream, which is now closed: nothing
+            // would end an interruption it began, and a flag left set would keep the next
+            // activation from hearing its own (a call still going then corks the new stream
+            // anew). A call the session saw itself (pipewire-pulse) is watched on: its end
+            // posts `.ended`, as Apple posts it to an app that deactivated when interrupted.
             lock.lock()
             self.active = false
             grant = nil
-            interrupted = false
-            interruptedByCall = false
+            if !interruptedByCall { interrupted = false }
             interrupter = nil
             lock.unlock()
         }

@@ -11,7 +11,9 @@
 /// `openavf-bench --only duplex`). (Until 2026-12-04 all but a slice went as soon as more than
 /// three waited; a burst cut that way was audio lost from a recording.) Two cases go at once:
 /// what gathered before the first read (all but a slice), and a backlog about to overflow the
-/// ring (the reader stalled for long: all but a slice).
+/// ring (the reader stalled for long: all but a slice). A reader that stops reading for a while
+/// (an engine whose input is not pulled) finds what waited cut to a slice once the ring filled;
+/// less than that waits a second to be cut.
 ///
 /// Plain arithmetic, no memory of its own: the reading (real-time) thread owns it.
 package struct InputBacklog: Sendable {
@@ -27,7 +29,7 @@ package struct InputBacklog: Sendable {
     private var reading = false
 
     /// `sliceFrames` is the unit's slice; `capacity` the ring's, in samples; a window of
-    /// `windowFrames` read frames (a second) decides whether a backlog lasted.
+    /// `windowFrames` requested frames (a second) decides whether a backlog lasted.
     package init(sliceFrames: Int, channels: Int, capacity: Int, windowFrames: Int) {
         self.channels = max(channels, 1)
         slice = max(sliceFrames, 1) * self.channels
@@ -40,6 +42,9 @@ package struct InputBacklog: Sendable {
     /// Samples to drop before a read of `wanted` samples, `available` waiting: whole frames.
     package mutating func excess(available: Int, wanted: Int) -> Int {
         if !reading || available > capacity - slice {
+            // The first read that finds its frames (the output's prefill may ask before any
+            // input came), or a ring about to overflow.
+            guard available >= wanted else { return 0 }
             reading = true
             restart()
             return max(0, available - max(slice, wanted))
@@ -52,9 +57,6 @@ package struct InputBacklog: Sendable {
         restart()
         return lasting >= half ? lasting - quarter : 0
     }
-
-    /// Forgets the window (the reader's first read after a start).
-    package mutating func reset() { reading = false }
 
     private mutating func restart() {
         least = .max

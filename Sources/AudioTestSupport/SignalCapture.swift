@@ -12,6 +12,7 @@ public final class SignalCapture: @unchecked Sendable {
     private let lock = NSLock()
     private var bytes = Data()
     private var scanned = 0
+    private var loud = false
     private let done = DispatchSemaphore(value: 0)
 
     /// Starts capturing `device` (a source name such as `speaker.monitor`); returns once data flows.
@@ -46,7 +47,12 @@ public final class SignalCapture: @unchecked Sendable {
             close(fd)
             done.signal()
         }.start()
-        try waitFor(frames: sampleRate / 100, timeout: 5)
+        do {
+            try waitFor(frames: sampleRate / 100, timeout: 5)
+        } catch {
+            child.terminate()
+            throw error
+        }
     }
 
     /// Frames captured so far.
@@ -63,17 +69,18 @@ public final class SignalCapture: @unchecked Sendable {
         }
     }
 
-    /// Whether any sample captured so far is louder than `threshold` (each sample is looked at
-    /// once, however often this is asked).
+    /// Whether any sample captured so far was louder than `threshold`, the first threshold asked
+    /// about (each sample is looked at once, however often this is asked).
     public func heard(above threshold: Float) -> Bool {
         lock.lock()
         defer { lock.unlock() }
+        if loud { return true }
         let end = bytes.count / 4 * 4
-        let found = bytes.withUnsafeBytes { raw in
+        loud = bytes.withUnsafeBytes { raw in
             stride(from: scanned, to: end, by: 4).contains { abs(raw.loadUnaligned(fromByteOffset: $0, as: Float.self)) > threshold }
         }
         scanned = end
-        return found
+        return loud
     }
 
     /// Stops `parec` and returns everything captured, channel by channel.

@@ -286,7 +286,7 @@ final class ControlSemanticsTests: XCTestCase {
         // milliseconds (3.1 ms early in one CI run): there the start is held to 10 ms, which still
         // fails a start time ignored (400 ms early) or misread; the plain suites hold the 2 ms.
         let cycle = PrivatePulseServer.Kind.fromEnvironment == .pipewire ? 256 / rate * 1000 : 0
-        let tolerance = runsUnderThreadSanitizer ? 10 : 2 + cycle
+        let tolerance = (runsUnderThreadSanitizer ? 10 : 2) + cycle
         XCTAssertEqual(error, 0, accuracy: tolerance, "started \(error) ms from the requested time")
     }
 }

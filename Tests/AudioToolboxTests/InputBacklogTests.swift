@@ -10,9 +10,10 @@ final class InputBacklogTests: XCTestCase {
 
     func testWhatGatheredBeforeTheFirstReadGoesButASlice() {
         var backlog = make()
-        XCTAssertEqual(backlog.excess(available: 5 * slice, wanted: slice), 4 * slice)
-        backlog.reset()
-        XCTAssertEqual(backlog.excess(available: slice / 2, wanted: slice), 0, "nothing to drop when little came")
+        XCTAssertEqual(backlog.excess(available: 0, wanted: slice), 0, "the output's prefill asks before input came")
+        XCTAssertEqual(backlog.excess(available: slice / 2, wanted: slice), 0)
+        XCTAssertEqual(backlog.excess(available: 5 * slice, wanted: slice), 4 * slice, "the first read that finds its frames")
+        XCTAssertEqual(backlog.excess(available: 3 * slice, wanted: slice), 0, "then only what lasts")
     }
 
     /// A stall leaves three slices more for a few reads, then the reads take them back: nothing
