@@ -14,8 +14,9 @@ enum VoiceBench {
     /// loss (the microphone's level beside the canceller's output over the far end's speech after
     /// 2 s) and the server's CPU time over the call. `method` nil: the same call without the
     /// canceller (played on the speaker, the microphone recorded), for the server's CPU without it.
-    /// `aec_args` keeps each method's gain control off.
-    static func serverCanceller(_ server: PrivatePulseServer, method: String?, far: [Float]) throws -> (loss: Double?, serverCPU: Double) {
+    /// `aec_args` keeps each method's gain control off. `loss` false: the server's CPU only (the
+    /// same clients, the recordings not analysed).
+    static func serverCanceller(_ server: PrivatePulseServer, method: String?, far: [Float], loss: Bool = true) throws -> (loss: Double?, serverCPU: Double) {
         let path = try AcousticPath(server: server)
         defer { path.close() }
         var canceller: String?
@@ -38,7 +39,7 @@ enum VoiceBench {
         let serverCPU = ProcessCPU.seconds(ofTrees: server.processIDs) - before
         try microphone.waitFor(frames: microphone.frameCount + 24000, timeout: 5)
         let raw = microphone.stop()[0]
-        guard let out = cancelled?.stop()[0] else { return (nil, serverCPU) }
+        guard let out = cancelled?.stop()[0], loss else { return (nil, serverCPU) }
         guard let onset = SignalAnalysis.onset(raw, threshold: 0.005) else { throw BenchError("no echo reached the microphone") }
         // The two recordings start within a few milliseconds of each other: the same span of
         // each, its speech frames (found on the microphone) after 2 s, as the in-process figure.
@@ -58,9 +59,16 @@ enum VoiceBench {
         let call = try VoiceUnitCall(far: far, recordSeconds: Int(seconds) + 4)
         let ours = try call.echoLoss()
         path.close()
-        let baseline = try serverCanceller(server, method: nil, far: far)
         let names = ["webrtc", "speex"]
-        let methods = try names.map { name in (name, try serverCanceller(server, method: name, far: far)) }
+        let losses = try names.map { try serverCanceller(server, method: $0, far: far).loss }
+        // The server's CPU with each canceller less without it, each over the same call, on the
+        // server with its keepers stopped: they hold its sinks at 2.5 ms, about 95 ms of its CPU
+        // a second, which varied between calls by more than webrtc's canceller costs (it read
+        // 0.001 s once, against 0.31 s measured alone).
+        let (baseline, serverCPUs) = try server.withoutKeepers {
+            (try serverCanceller(server, method: nil, far: far, loss: false), try names.map { try serverCanceller(server, method: $0, far: far, loss: false).serverCPU })
+        }
+        let methods = names.indices.map { (names[$0], (loss: losses[$0], serverCPU: serverCPUs[$0])) }
         let loss = ours.echo - ours.left
         let best = methods.compactMap { $0.1.loss }.max() ?? 0
         say(String(format: "Echo loss on the server's path (far end only, %.0f s of speech; module-loopback 40 ms, −6 dB; speech frames after 2 s; gain control off):", seconds))
