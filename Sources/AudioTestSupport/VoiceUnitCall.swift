@@ -125,36 +125,37 @@ public final class VoiceUnitCall: @unchecked Sendable {
     public func playFarEnd() { playing.store(true, ordering: .releasing) }
 
     /// Starts, lets the input run half a second, plays the far end once and records until it
-    /// has been heard and half a second more; stops. Returns the recording and where the far end
-    /// began in it.
-    public func callOnce() throws -> (recording: [Float], farStart: Int) {
+    /// has been heard and half a second more; stops. Returns the recording, where the far end
+    /// began in it, and the CPU time (s) of the capture thread (where the unit processes) from
+    /// the far end's start to the recording's end.
+    public func callOnce() throws -> (recording: [Float], farStart: Int, captureCPU: Double) {
         try start()
         defer { stop() }
         guard waitUntil(timeout: 5, { self.recordedFrames >= Int(self.rate / 2) }) else { throw Self.failure("no input") }
+        guard let before = Self.threadCPU(captureThread) else { throw Self.failure("the capture thread's CPU clock cannot be read") }
         playFarEnd()
         guard waitUntil(timeout: Double(farCount) / rate + 5, { self.playedFrames >= self.farCount }) else { throw Self.failure("the far end did not play") }
         let end = recordedFrames + Int(rate / 2)
         guard waitUntil(timeout: 5, { self.recordedFrames >= end }) else { throw Self.failure("the input stopped") }
+        guard let after = Self.threadCPU(captureThread) else { throw Self.failure("the capture thread's CPU clock cannot be read") }
         guard let start = farStart else { throw Self.failure("the far end never started") }
-        return (recording, start)
+        return (recording, start, after - before)
     }
 
     /// Issue 14's first line through the unit on the private server: the far end played once
     /// bypassed (what the microphone hears: the echo) and once processed (gain control off, as
     /// the echo's loss is measured), each over the far end's speech frames from 2 s after it
     /// began. Returns both levels (dBFS), the echo's delay from render to recording (frames),
-    /// and the process's CPU time (s) of each run.
+    /// and each run's CPU time (s) on the capture thread, where the unit processes. (The whole
+    /// process's CPU, taken before, varied between runs by more than the processing costs: 4 to
+    /// 15 ms a second of call where the same processing offline costs 7 to 9.)
     public func echoLoss() throws -> (echo: Double, left: Double, lag: Int, bypassedCPU: Double, processedCPU: Double) {
         let farEnd = Array(UnsafeBufferPointer(start: far, count: farCount))
         set(kAUVoiceIOProperty_BypassVoiceProcessing, true)
-        var before = Self.processCPU()
         let raw = try callOnce()
-        let bypassedCPU = Self.processCPU() - before
         set(kAUVoiceIOProperty_BypassVoiceProcessing, false)
         set(kAUVoiceIOProperty_VoiceProcessingEnableAGC, false)
-        before = Self.processCPU()
         let processed = try callOnce()
-        let processedCPU = Self.processCPU() - before
         set(kAUVoiceIOProperty_VoiceProcessingEnableAGC, true)
         // The echo's place in the bypassed recording: the far end, late by the path and the
         // streams, found over its second 1, or 2 or 3 where the path changed inside the one
@@ -172,19 +173,21 @@ public final class VoiceUnitCall: @unchecked Sendable {
         guard found.correlation > 0.9 else { throw Self.failure("no echo in the bypassed recording (correlation \(found.correlation))") }
         let lag = found.lag
         let mask = VoiceSignals.speaking(farEnd, sampleRate: second)
-        func level(_ r: (recording: [Float], farStart: Int)) -> Double {
+        func level(_ r: (recording: [Float], farStart: Int, captureCPU: Double)) -> Double {
             let from = r.farStart + lag
             let span = Array(r.recording[min(from, r.recording.count)..<min(r.recording.count, from + farCount)])
             return VoiceSignals.speechRMS(span, where: mask, sampleRate: second, from: 200)
         }
-        return (level(raw), level(processed), lag, bypassedCPU, processedCPU)
+        return (level(raw), level(processed), lag, raw.captureCPU, processed.captureCPU)
     }
 
-    /// This process's CPU time, in seconds.
-    private static func processCPU() -> Double {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    /// A running thread's CPU time, in seconds (nil: no thread yet, or its clock not readable).
+    private static func threadCPU(_ thread: UInt) -> Double? {
+        guard thread != 0 else { return nil }
+        var clock = clockid_t()
+        var now = timespec()
+        guard pthread_getcpuclockid(pthread_t(thread), &clock) == 0, clock_gettime(clock, &now) == 0 else { return nil }
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
     // MARK: The unit's threads

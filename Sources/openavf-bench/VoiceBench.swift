@@ -51,7 +51,7 @@ enum VoiceBench {
 
     /// The voice-processing unit and `module-echo-cancel` on the same path and far end (issue 14's
     /// lines 1 and 8): the echo's loss side by side, and the CPU the processing costs: ours, the
-    /// process's CPU with processing on less with it bypassed; the server's, its CPU with the
+    /// capture thread's CPU with processing on less with it bypassed; the server's, its CPU with the
     /// canceller less without it (each over the same call).
     static func reportServer(_ server: PrivatePulseServer, far: [Float], talker: Bool, say: (String) -> Void) throws -> [String] {
         let seconds = Double(far.count) / 48000
@@ -76,7 +76,7 @@ enum VoiceBench {
             + methods.map { String(format: "aec_method=%@ %.1f dB", $0.0, $0.1.loss ?? 0) }.joined(separator: ", ")
             + String(format: "; ratio to the better %.2f (target ≥ 1, and ≥ 30 dB)", loss / max(best, 1e-9)))
         let ourCPU = max(ours.processedCPU - ours.bypassedCPU, 0)
-        say(String(format: "CPU for the processing over the %.0f s call: ours %.3f s (process %.3f s processing, %.3f s bypassed); ", seconds, ourCPU, ours.processedCPU, ours.bypassedCPU)
+        say(String(format: "CPU for the processing over the %.0f s call: ours %.3f s (capture thread %.3f s processing, %.3f s bypassed); ", seconds, ourCPU, ours.processedCPU, ours.bypassedCPU)
             + methods.map { String(format: "module-echo-cancel %@ %.3f s (server %.3f s, %.3f s without it)", $0.0, max($0.1.serverCPU - baseline.serverCPU, 0), $0.1.serverCPU, baseline.serverCPU) }.joined(separator: ", ")
             + String(format: "; ratio to webrtc's %.2f (target ≤ 1)", ourCPU / max((methods.first?.1.serverCPU ?? 0) - baseline.serverCPU, 1e-9)))
         // A figure off its target is printed beside its anchor, as every benchmark line is; the

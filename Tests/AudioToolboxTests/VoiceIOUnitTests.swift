@@ -70,13 +70,13 @@ final class VoiceIOUnitTests: XCTestCase {
         XCTAssertEqual(Double(after.lag - before.lag) / 48, 0, accuracy: 10, "the echo moved (ms)")
         // The echo's loss from a second after the late render to the far end's end.
         let mask = VoiceSignals.speaking(far, sampleRate: 48000)
-        func level(_ r: (recording: [Float], farStart: Int)) -> Double {
+        func level(_ r: (recording: [Float], farStart: Int, captureCPU: Double)) -> Double {
             let from = r.farStart + before.lag
             let span = Array(r.recording[min(from, r.recording.count)..<min(r.recording.count, from + far.count)])
             return VoiceSignals.speechRMS(span, where: mask, sampleRate: 48000, from: 400)
         }
         let loss = level(raw) - level(processed)
-        func second(_ r: (recording: [Float], farStart: Int), _ s: Int) -> Double {
+        func second(_ r: (recording: [Float], farStart: Int, captureCPU: Double), _ s: Int) -> Double {
             let from = r.farStart + before.lag + s * 48000
             return VoiceSignals.speechRMS(Array(r.recording[from..<(from + 48000)]), where: Array(mask[(s * 100)..<((s + 1) * 100)]), sampleRate: 48000, from: 0)
         }
