@@ -149,7 +149,10 @@ public final class VoiceUnitCall: @unchecked Sendable {
     /// and each run's CPU time (s) on the capture thread, where the unit processes. (The whole
     /// process's CPU, taken before, varied between runs by more than the processing costs: 4 to
     /// 15 ms a second of call where the same processing offline costs 7 to 9.)
-    public func echoLoss() throws -> (echo: Double, left: Double, lag: Int, bypassedCPU: Double, processedCPU: Double) {
+    /// `bySecond`: the loss (dB) over each whole second of the far end from its second 2 on, NaN
+    /// where it is mostly silence (a long call's figure is the RMS over all of it, where one bad
+    /// second weighs like minutes of good ones; these say which seconds it was).
+    public func echoLoss() throws -> (echo: Double, left: Double, lag: Int, bypassedCPU: Double, processedCPU: Double, bySecond: [Double]) {
         let farEnd = Array(UnsafeBufferPointer(start: far, count: farCount))
         set(kAUVoiceIOProperty_BypassVoiceProcessing, true)
         let raw = try callOnce()
@@ -178,7 +181,18 @@ public final class VoiceUnitCall: @unchecked Sendable {
             let span = Array(r.recording[min(from, r.recording.count)..<min(r.recording.count, from + farCount)])
             return VoiceSignals.speechRMS(span, where: mask, sampleRate: second, from: 200)
         }
-        return (level(raw), level(processed), lag, raw.captureCPU, processed.captureCPU)
+        func levelOfSecond(_ r: (recording: [Float], farStart: Int, captureCPU: Double), _ s: Int) -> Double {
+            let from = min(r.farStart + lag + s * second, r.recording.count)
+            let span = Array(r.recording[from..<min(r.recording.count, from + second)])
+            return VoiceSignals.speechRMS(span, where: Array(mask[min(s * 100, mask.count)..<min((s + 1) * 100, mask.count)]), sampleRate: second)
+        }
+        // (NaN: a second with less than a fifth of speech in it.)
+        var bySecond: [Double] = []
+        for s in 2..<(farCount / second) {
+            let voiced = mask[min(s * 100, mask.count)..<min((s + 1) * 100, mask.count)].filter { $0 }.count
+            bySecond.append(voiced < 20 ? Double.nan : levelOfSecond(raw, s) - levelOfSecond(processed, s))
+        }
+        return (level(raw), level(processed), lag, raw.captureCPU, processed.captureCPU, bySecond)
     }
 
     /// A running thread's CPU time, in seconds (nil: no thread yet, or its clock not readable).

@@ -31,7 +31,7 @@ final class VoiceIOUnitTests: XCTestCase {
         let far = try farSpeech(seconds: 7)
         let call = try VoiceUnitCall(far: far, recordSeconds: 16)
 
-        let (echo, left, lag, _, _) = try call.echoLoss()
+        let (echo, left, lag, _, _, _) = try call.echoLoss()
         print("echo \(echo) dBFS, left \(left) dBFS, loss \(echo - left) dB, echo path \(Double(lag) / 48) ms")
         XCTAssertGreaterThanOrEqual(lag, 48000 * 40 / 1000, "the echo came back earlier than the path's 40 ms")
         XCTAssertGreaterThan(echo, -40, "the echo is too quiet to measure")
