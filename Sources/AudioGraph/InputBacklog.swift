@@ -8,8 +8,13 @@
 /// reads take back as the other stream catches up too. So only a backlog that lasted goes: when
 /// the least left over after any read in a second of reads was half a slice or more, all but a
 /// quarter slice of it (a lasting half slice was 5 ms more round trip at 10 ms buffers,
-/// `openavf-bench --only duplex`). (Until 2026-12-04 all but a slice went as soon as more than
-/// three waited; a burst cut that way was audio lost from a recording.) Two cases go at once:
+/// `openavf-bench --only duplex`), and only where what goes is quiet (the caller says,
+/// ``excess(available:wanted:isQuiet:)``; IOUnit: below −50 dBFS or 30 dB under the input's
+/// recent peak): cut out of a sound, it was a jump in
+/// a recording (an engine's input tap lost the last 0.4 s of a chirp to one, twice in CI). A
+/// backlog that lasted waits for a quiet moment until the next second's reads say again whether
+/// it lasts. (Until 2026-12-04 all but a slice went as soon as more than three waited; a burst
+/// cut that way was audio lost from a recording.) Two cases go at once, quiet or not:
 /// what gathered before the first read (all but a slice), and a backlog about to overflow the
 /// ring (the reader stalled for long: all but a slice). A reader that stops reading for a while
 /// (an engine whose input is not pulled) finds what waited cut to a slice once the ring filled;
@@ -27,6 +32,8 @@ package struct InputBacklog: Sendable {
     private var least = Int.max
     private var counted = 0
     private var reading = false
+    /// What a lasting backlog would drop, waiting for a quiet moment.
+    private var pending = 0
 
     /// `sliceFrames` is the unit's slice; `capacity` the ring's, in samples; a window of
     /// `windowFrames` requested frames (a second) decides whether a backlog lasted.
@@ -40,22 +47,32 @@ package struct InputBacklog: Sendable {
     }
 
     /// Samples to drop before a read of `wanted` samples, `available` waiting: whole frames.
-    package mutating func excess(available: Int, wanted: Int) -> Int {
+    /// `isQuiet(n)` says whether the oldest `n` samples waiting are quiet enough to go unheard
+    /// (only a lasting backlog asks).
+    package mutating func excess(available: Int, wanted: Int, isQuiet: (Int) -> Bool = { _ in true }) -> Int {
         if !reading || available > capacity - slice {
             // The first read that finds its frames (the output's prefill may ask before any
             // input came), or a ring about to overflow.
             guard available >= wanted else { return 0 }
             reading = true
             restart()
+            pending = 0
             return max(0, available - max(slice, wanted))
         }
         // A read takes its frames whole or not at all: a short one leaves no spare.
-        least = min(least, available >= wanted ? available - wanted : 0)
+        let spare = available >= wanted ? available - wanted : 0
+        least = min(least, spare)
         counted += wanted / channels
-        guard counted >= window else { return 0 }
-        let lasting = least
-        restart()
-        return lasting >= half ? lasting - quarter : 0
+        if counted >= window {
+            pending = least >= half ? least - quarter : 0
+            restart()
+        }
+        // What lasted goes in quiet moments, as much of it as is spare at each (the backlog
+        // swings by up to a request between reads: a part now, the rest at the next).
+        let drop = min(pending, spare) / channels * channels
+        guard drop > 0, isQuiet(drop) else { return 0 }
+        pending -= drop
+        return drop
     }
 
     private mutating func restart() {

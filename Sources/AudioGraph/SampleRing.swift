@@ -50,6 +50,15 @@ package final class SampleRing: @unchecked Sendable {
         return n
     }
 
+    /// Reader: the largest magnitude among the oldest `count` samples waiting (fewer where fewer
+    /// wait), without taking them.
+    package func peak(ofOldest count: Int) -> Float {
+        let h = head.load(ordering: .relaxed), t = tail.load(ordering: .acquiring)
+        var peak: Float = 0
+        for i in h..<(h + min(count, t - h)) { peak = max(peak, abs(storage[i % capacity])) }
+        return peak
+    }
+
     /// Reader: drops up to `count` samples.
     package func skip(_ count: Int) {
         let h = head.load(ordering: .relaxed), t = tail.load(ordering: .acquiring)

@@ -46,6 +46,27 @@ final class InputBacklogTests: XCTestCase {
         XCTAssertEqual((drops.first?.1 ?? 1) % 2, 0, "whole frames")
     }
 
+    /// A lasting backlog under sound waits for a quiet moment: nothing goes while the input is
+    /// loud (a cut there was a jump in a recording), then it goes whole at the first quiet read.
+    func testALastingBacklogGoesOnlyWhereItIsQuiet() {
+        var backlog = make()
+        _ = backlog.excess(available: slice, wanted: slice)
+        var drops: [(Int, Int)] = []
+        var asked: [Int] = []
+        for read in 0..<150 {
+            let d = backlog.excess(available: slice + 2 * slice, wanted: slice) { n in
+                asked.append(n)
+                return read >= 130
+            }
+            if d > 0 { drops.append((read, d)) }
+        }
+        XCTAssertEqual(asked.first, 2 * slice - slice / 4, "asked from the second's end on, for what lasted less a quarter slice")
+        XCTAssertEqual(asked.count, 32, "each read from the hundredth until the quiet one")
+        XCTAssertEqual(drops.count, 1)
+        XCTAssertEqual(drops.first?.0, 130, "the first quiet read")
+        XCTAssertEqual(drops.first?.1, 2 * slice - slice / 4)
+    }
+
     /// A spare that dips below half a slice once in the second is not lasting.
     func testAShortReadInTheSecondKeepsEverything() {
         var backlog = make()

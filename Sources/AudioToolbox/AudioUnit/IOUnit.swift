@@ -77,6 +77,8 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     /// What a read from another thread drops of the ring's backlog; set at start, then the
     /// reading thread's.
     private var backlog = InputBacklog(sliceFrames: 1, channels: 1, capacity: 1, windowFrames: 1)
+    /// The input's recent peak as that thread read it, falling about 9 dB a second at 10 ms reads.
+    private var recentPeak: Float = 0
     private var sliceFrames = 512
 
     init(component: AudioComponentEntry, hasInput: Bool, voiceProcessing: Bool = false) {
@@ -452,6 +454,13 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         return ringRef._withUnsafeGuaranteedRef { ring in readInput(ring, shape: shape, flags: flags, frames: frames, output: output) }
     }
 
+    /// Input quiet enough that a lasting backlog may go unheard (`InputBacklog`): its peak below
+    /// −50 dBFS, or 30 dB under the input's recent peak (a pause between words, where noise or
+    /// gain control keeps the input above −50 dBFS: waiting for −50 there, the intercom's mouth to
+    /// ear on pipewire-pulse read 125–140 ms in two runs of four against 102–114).
+    static let quietPeak: Float = 0.00316
+    static let quietUnderRecent: Float = 0.0316
+
     private func readInput(
         _ ring: SampleRing, shape: PCMShape, flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, frames: Int,
         output: UnsafeMutablePointer<AudioBufferList>
@@ -467,10 +476,15 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             // short one is silence and leaves what came for the next, so the input runs a request
             // later from then on, and the ring settles at the least latency the two threads'
             // timing allows (a raw client's, measured equal) without breaking up the audio again.
-            // A backlog that lasted a second goes; a burst stays to be read (`InputBacklog`).
-            let drop = backlog.excess(available: ring.available, wanted: wanted)
+            // A backlog that lasted a second goes in a quiet moment; a burst stays to be read
+            // (`InputBacklog`).
+            let quiet = max(Self.quietPeak, recentPeak * Self.quietUnderRecent)
+            let drop = backlog.excess(available: ring.available, wanted: wanted) { ring.peak(ofOldest: $0) < quiet }
             if drop > 0 { ring.skip(drop) }
             if ring.available >= wanted { got = ring.read(into: inputScratch, count: wanted) }
+            var peak = recentPeak * 0.99
+            for i in 0..<got { peak = max(peak, abs(inputScratch[i])) }
+            recentPeak = peak
         } else {
             got = ring.read(into: inputScratch, count: wanted)
         }
