@@ -10,11 +10,11 @@
 /// quarter slice of it (a lasting half slice was 5 ms more round trip at 10 ms buffers,
 /// `openavf-bench --only duplex`), and only where what goes is quiet (the caller says,
 /// ``excess(available:wanted:isQuiet:)``; IOUnit: below −50 dBFS or 30 dB under the input's
-/// recent peak): cut out of a sound, it was a jump in
-/// a recording (an engine's input tap lost the last 0.4 s of a chirp to one, twice in CI). A
-/// backlog that lasted waits for a quiet moment until the next second's reads say again whether
-/// it lasts. (Until 2026-12-04 all but a slice went as soon as more than three waited; a burst
-/// cut that way was audio lost from a recording.) Two cases go at once, quiet or not:
+/// recent peak): cut out of a sound, it was a jump in a recording (an engine's input tap lost its
+/// place 1.65 s into a chirp to one in a CI run). A backlog that lasted waits for quiet moments
+/// until the next second's reads say again whether it lasts. (Until 2026-12-04 all but a slice
+/// went as soon as more than three waited; a burst cut that way was audio lost from a
+/// recording.) Two cases go at once, quiet or not:
 /// what gathered before the first read (all but a slice), and a backlog about to overflow the
 /// ring (the reader stalled for long: all but a slice). A reader that stops reading for a while
 /// (an engine whose input is not pulled) finds what waited cut to a slice once the ring filled;
