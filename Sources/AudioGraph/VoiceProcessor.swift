@@ -12,7 +12,9 @@ import CWebRTCAudioProcessing
 /// an ``EchoDelayEstimator`` finds, less ``delayMargin``, so that its short filter (``echoTail``)
 /// sits where the echo is; webrtc finds the delay itself (its delay-agnostic mode). An echo path
 /// that moves at once by less than the filter holds (a loopback or a link whose buffer ran dry)
-/// is followed by an ``EchoShiftFollower``, the filter's taps kept.
+/// is followed by an ``EchoShiftFollower``, the filter's taps kept. Above 16 kHz speex runs on
+/// the band below 8 kHz (a ``BandSplit``), which takes its gain above: the library costs a third
+/// as much there as at 48 kHz, where it cost more than webrtc's whole processing.
 ///
 /// Memory is made in `init`; ``process(near:far:)`` converts through buffers made there, so a
 /// real-time thread may call it (what the libraries do inside is theirs: the allocation test
@@ -39,6 +41,35 @@ package final class VoiceProcessor: @unchecked Sendable {
     package let sampleRate: Int
     /// Samples in a frame: 10 ms.
     package let frameLength: Int
+    /// speex only: the rate and frame it runs at (16 kHz above 16 kHz, ``BandSplit``; else
+    /// ``sampleRate``), and the split.
+    package let bandRate: Int
+    private let bandFrameLength: Int
+    private let split: BandSplit?
+    /// The same, for the real-time path.
+    private let splitRef: Unmanaged<BandSplit>?
+    /// speex above 16 kHz: the band of the microphone's frame and of the reference, and the band
+    /// processed.
+    private let nearBand: UnsafeMutablePointer<Float>
+    private let farBand: UnsafeMutablePointer<Float>
+    private let bandOut: UnsafeMutablePointer<Float>
+    /// Samples ``process(near:reference:)`` reads before the reference's frame (its band is
+    /// taken through a filter that long: ``BandSplit/lead``); 0 where there is no split.
+    package let referenceLead: Int
+    /// Samples ``process(near:reference:)`` reads after the reference's frame (speex with echo
+    /// cancellation: the ``EchoShiftFollower``'s earliest lag, 6 ms): after the echo path
+    /// shortened, the reference that follows, on which the filter's history is replayed
+    /// (``replay(_:movedBy:from:)``). A caller that has not the far end that far yet passes
+    /// silence there.
+    package let referenceTail: Int
+    /// The samples a reference passed to ``process(near:reference:)`` holds: ``referenceLead``,
+    /// the frame, ``referenceTail``.
+    package var referenceLength: Int { referenceLead + frameLength + referenceTail }
+    /// The band's samples after its frame (the tail's).
+    private let bandTail: Int
+    /// How much later than its microphone frame a processed frame comes out, in samples (speex:
+    /// its preprocessor's frame, and the band split's filter; webrtc: not known, 0).
+    package let latency: Int
     /// How much later than its far-end frame an echo may arrive and still be found.
     package static let maximumEchoDelay = 0.4
     /// speex's filter: how long an echo lasts after the delay found (the room's reflections).
@@ -98,6 +129,8 @@ package final class VoiceProcessor: @unchecked Sendable {
     private let recentLength: Int
     private let replayFrames: Int
     private let replayOut: UnsafeMutablePointer<Int16>
+    private let replayNear: UnsafeMutablePointer<Int16>
+    private let replayReference: UnsafeMutablePointer<Int16>
 
     /// A processor at `sampleRate`: 8, 16, 32 or 48 kHz, the rates webrtc runs at (speex would
     /// take others; one list keeps the libraries interchangeable). Nil for any other rate, or
@@ -107,30 +140,50 @@ package final class VoiceProcessor: @unchecked Sendable {
         self.library = library
         self.sampleRate = sampleRate
         frameLength = sampleRate / 100
-        nearShorts = .allocate(capacity: frameLength)
-        farShorts = .allocate(capacity: frameLength)
-        outShorts = .allocate(capacity: frameLength)
-        zeros = .allocate(capacity: frameLength)
-        zeros.initialize(repeating: 0, count: frameLength)
-        historyLength = Int(Double(sampleRate) * Self.maximumEchoDelay) + 2 * frameLength
+        split = library == .speex ? BandSplit(sampleRate: sampleRate, frameLength: frameLength) : nil
+        splitRef = split.map { .passUnretained($0) }
+        bandRate = split == nil ? sampleRate : 16000
+        let nb = split?.bandFrameLength ?? frameLength
+        bandFrameLength = nb
+        referenceLead = split?.lead ?? 0
+        bandTail = library == .speex && stages.echoCancellation ? EchoShiftFollower.earliest(sampleRate: bandRate) : 0
+        referenceTail = bandTail * sampleRate / bandRate
+        let referenceLength = referenceLead + frameLength + referenceTail
+        latency = library == .webrtc ? 0 : split?.delay ?? frameLength
+        nearBand = .allocate(capacity: nb)
+        nearBand.initialize(repeating: 0, count: nb)
+        farBand = .allocate(capacity: nb + bandTail)
+        farBand.initialize(repeating: 0, count: nb + bandTail)
+        bandOut = .allocate(capacity: nb)
+        bandOut.initialize(repeating: 0, count: nb)
+        nearShorts = .allocate(capacity: nb)
+        farShorts = .allocate(capacity: nb + bandTail)
+        outShorts = .allocate(capacity: nb)
+        zeros = .allocate(capacity: referenceLength)
+        zeros.initialize(repeating: 0, count: referenceLength)
+        historyLength = Int(Double(sampleRate) * Self.maximumEchoDelay) + 2 * frameLength + referenceLead
         farHistory = .allocate(capacity: historyLength)
         farHistory.initialize(repeating: 0, count: historyLength)
-        delayedFar = .allocate(capacity: frameLength)
-        delayedFar.initialize(repeating: 0, count: frameLength)
+        delayedFar = .allocate(capacity: referenceLength)
+        delayedFar.initialize(repeating: 0, count: referenceLength)
         estimator = library == .speex && stages.echoCancellation ? EchoDelayEstimator(sampleRate: sampleRate, maximumDelay: Self.maximumEchoDelay) : nil
         estimatorRef = estimator.map { .passUnretained($0) }
-        // speex's filter: whole frames (its impulse response is as long).
-        let filterFrames = (Int(Double(sampleRate) * Self.echoTail) + frameLength - 1) / frameLength
-        follower = EchoShiftFollower(sampleRate: sampleRate, frameLength: frameLength, filterLength: filterFrames * frameLength)
+        // speex's filter: whole frames (its impulse response is as long), at its own rate.
+        let filterFrames = (Int(Double(bandRate) * Self.echoTail) + nb - 1) / nb
+        follower = EchoShiftFollower(sampleRate: bandRate, frameLength: nb, filterLength: filterFrames * nb)
         // The filter's blocks and one more: its whole reference history.
         replayFrames = filterFrames + 1
-        recentLength = (replayFrames + 1) * frameLength + follower.latest
+        recentLength = (replayFrames + 1) * nb + follower.latest
         recentNear = .allocate(capacity: recentLength)
         recentNear.initialize(repeating: 0, count: recentLength)
         recentReference = .allocate(capacity: recentLength)
         recentReference.initialize(repeating: 0, count: recentLength)
-        replayOut = .allocate(capacity: frameLength)
-        replayOut.initialize(repeating: 0, count: frameLength)
+        replayOut = .allocate(capacity: nb)
+        replayOut.initialize(repeating: 0, count: nb)
+        replayNear = .allocate(capacity: nb)
+        replayNear.initialize(repeating: 0, count: nb)
+        replayReference = .allocate(capacity: nb)
+        replayReference.initialize(repeating: 0, count: nb)
         switch library {
         case .webrtc:
             webrtc = oa_webrtc_new(
@@ -141,11 +194,11 @@ package final class VoiceProcessor: @unchecked Sendable {
             guard webrtc != nil else { return nil }
         case .speex:
             webrtc = nil
-            let tail = Int32(Double(sampleRate) * Self.echoTail)
-            echo = stages.echoCancellation ? speex_echo_state_init(Int32(frameLength), tail) : nil
-            preprocess = speex_preprocess_state_init(Int32(frameLength), Int32(sampleRate))
+            let tail = Int32(Double(bandRate) * Self.echoTail)
+            echo = stages.echoCancellation ? speex_echo_state_init(Int32(nb), tail) : nil
+            preprocess = speex_preprocess_state_init(Int32(nb), Int32(bandRate))
             guard let preprocess, echo != nil || !stages.echoCancellation else { return nil }
-            var rate = Int32(sampleRate)
+            var rate = Int32(bandRate)
             if let echo {
                 speex_echo_ctl(echo, SPEEX_ECHO_SET_SAMPLING_RATE, &rate)
                 // The preprocessor suppresses the residual echo the filter leaves.
@@ -158,7 +211,7 @@ package final class VoiceProcessor: @unchecked Sendable {
             speex_preprocess_ctl(preprocess, SPEEX_PREPROCESS_SET_NOISE_SUPPRESS, &suppression)
             var agc: Int32 = stages.gainControl ? 1 : 0
             speex_preprocess_ctl(preprocess, SPEEX_PREPROCESS_SET_AGC, &agc)
-            var level = Self.speexAGCLevel(sampleRate: sampleRate)
+            var level = Self.speexAGCLevel(sampleRate: bandRate)
             speex_preprocess_ctl(preprocess, SPEEX_PREPROCESS_SET_AGC_LEVEL, &level)
         }
     }
@@ -167,6 +220,9 @@ package final class VoiceProcessor: @unchecked Sendable {
         if let webrtc { oa_webrtc_free(webrtc) }
         if let echo { speex_echo_state_destroy(echo) }
         if let preprocess { speex_preprocess_state_destroy(preprocess) }
+        nearBand.deallocate()
+        farBand.deallocate()
+        bandOut.deallocate()
         nearShorts.deallocate()
         farShorts.deallocate()
         outShorts.deallocate()
@@ -176,6 +232,8 @@ package final class VoiceProcessor: @unchecked Sendable {
         recentNear.deallocate()
         recentReference.deallocate()
         replayOut.deallocate()
+        replayNear.deallocate()
+        replayReference.deallocate()
     }
 
     /// Turns gain control on or off while running (speex's: its preprocessor takes the change
@@ -206,10 +264,12 @@ package final class VoiceProcessor: @unchecked Sendable {
         }
         historyWritten += n
         estimate(far: source, near: UnsafePointer(near))
-        var from = (historyWritten - n - referenceDelay) % historyLength
+        // The tail reaches past what was written where the delay is shorter than it: silence.
+        let first = historyWritten - n - referenceDelay - referenceLead
+        var from = first % historyLength
         if from < 0 { from += historyLength }
-        for i in 0..<n {
-            delayedFar[i] = farHistory[from]
+        for i in 0..<referenceLength {
+            delayedFar[i] = first + i < historyWritten ? farHistory[from] : 0
             from = from + 1 == historyLength ? 0 : from + 1
         }
         process(near: near, reference: UnsafePointer(delayedFar))
@@ -259,18 +319,34 @@ package final class VoiceProcessor: @unchecked Sendable {
 
     /// Cancels the echo of `reference` (the far end as the canceller is to see it: for speex,
     /// ``referenceDelay`` samples before the frame lined up with `near`; nil: silence) in the
-    /// microphone frame `near`, then suppresses noise and controls gain, in place.
+    /// microphone frame `near`, then suppresses noise and controls gain, in place (what comes
+    /// out is ``latency`` samples behind what went in). `reference` holds ``referenceLength``
+    /// samples: the ``referenceLead`` before its frame, then the frame.
     package func process(near: UnsafeMutablePointer<Float>, reference: UnsafePointer<Float>?) {
-        let n = frameLength
         if let webrtc {
             _ = oa_webrtc_far(webrtc, reference ?? UnsafePointer(zeros))
             _ = oa_webrtc_near(webrtc, near, 0)
             return
         }
         guard let preprocess else { return }
-        Self.shorts(near, into: nearShorts, count: n)
+        let n = bandFrameLength
+        let reference = reference ?? UnsafePointer(zeros)
+        // Above 16 kHz the processing runs on the band below 8 kHz: the microphone's and the
+        // reference's, both taken through the same filter.
+        if let splitRef {
+            let nearBand = nearBand, farBand = farBand
+            splitRef._withUnsafeGuaranteedRef { split in
+                split.split(near, band: nearBand)
+                if echo != nil { split.decimate(reference, count: n + bandTail, into: farBand) }
+            }
+            Self.shorts(nearBand, into: nearShorts, count: n)
+            if echo != nil { Self.shorts(farBand, into: farShorts, count: n + bandTail) }
+        } else {
+            Self.shorts(near, into: nearShorts, count: n)
+            if echo != nil { Self.shorts(reference, into: farShorts, count: n + bandTail) }
+        }
+        let result: UnsafeMutablePointer<Int16>
         if let echo {
-            Self.shorts(reference ?? UnsafePointer(zeros), into: farShorts, count: n)
             speex_echo_cancellation(echo, nearShorts, farShorts, outShorts)
             // The echo path moved at once inside the filter (``EchoShiftFollower``): the filter's
             // blocks are replayed on the moved alignment, and the reference follows the path
@@ -287,40 +363,75 @@ package final class VoiceProcessor: @unchecked Sendable {
                     follower.takeModel()
                 }
                 // A move the reference cannot make in full (it would pass 0 or the longest
-                // delay) is left to the delay estimate.
-                if moved != 0 && (0...Self.longestReferenceDelay(sampleRate)).contains(referenceDelay + moved) {
-                    replay(echo, movedBy: moved)
+                // delay) is left to the delay estimate. The follower's samples are the band's:
+                // the reference moves by its fraction of one too (the filter's history is
+                // replayed by whole ones).
+                let wide = bandRate == sampleRate ? moved : Int(((Float(moved) + follower.moveFraction) * Float(sampleRate / bandRate)).rounded())
+                if moved != 0 && (0...Self.longestReferenceDelay(sampleRate)).contains(referenceDelay + wide) {
+                    replay(echo, movedBy: moved, from: follower.moveStart)
                     movesFollowed += 1
-                    shiftEcho(by: moved)
+                    shiftEcho(by: wide)
                 }
             }
-            speex_preprocess_run(preprocess, outShorts)
-            for i in 0..<n { near[i] = Float(outShorts[i]) / 32768 }
+            result = outShorts
         } else {
-            speex_preprocess_run(preprocess, nearShorts)
-            for i in 0..<n { near[i] = Float(nearShorts[i]) / 32768 }
+            result = nearShorts
+        }
+        speex_preprocess_run(preprocess, result)
+        if let splitRef {
+            for i in 0..<n { bandOut[i] = Float(result[i]) / 32768 }
+            let bandOut = UnsafePointer(bandOut)
+            splitRef._withUnsafeGuaranteedRef { $0.join(bandOut, into: near) }
+        } else {
+            for i in 0..<n { near[i] = Float(result[i]) / 32768 }
         }
     }
 
-    /// After the echo path lengthened by `lag` samples in the frame just cancelled: speex's
-    /// filter is given its last blocks again as they were before the move, ending `lag` early,
-    /// then the frame with the reference `lag` earlier. Its reference history is then the moved
-    /// reference's, without a jump in it (left with one, the filter's later blocks model the
-    /// old alignment, and the errors they make while the history passes through undo the taps:
-    /// 10–30 dB for 150 ms after the move). Where the frame's second try leaves less, its output
-    /// is taken. A path that shortens would need the reference's future: it is moved plainly.
-    private func replay(_ echo: OpaquePointer, movedBy lag: Int) {
-        let n = frameLength
-        guard lag > 0, lag <= follower.latest else { return }
-        let end = recentLength - n - lag
-        for f in 0..<replayFrames {
-            let start = end - (replayFrames - f) * n
-            speex_echo_cancellation(echo, recentNear + start, recentReference + start, replayOut)
+    /// After the echo path moved by `lag` samples, from `start` samples into the frame just
+    /// cancelled (``EchoShiftFollower/moveStart``): speex's filter is given its last blocks and
+    /// the frame again as they are on the moved alignment, so that its reference history is the
+    /// moved reference's, without a jump in it (left with one, the filter's later blocks model
+    /// the old alignment, and the errors they make while the history passes through undo the
+    /// taps: 10–30 dB for 150 ms after the move), and every block it is given fits its taps.
+    ///
+    /// A path that lengthened: the reference `lag` earlier, and the microphone as it would have
+    /// been had the path always been the new one (before the move, what it heard `lag`
+    /// earlier). Where the frame's second try leaves less, its output is taken.
+    ///
+    /// A path that shortened: the far end's samples from the move to `lag` after it were never
+    /// heard. On the reference's own timeline, the microphone before the move is as it was, the
+    /// skipped samples' echo the follower's model of it, and after them the microphone `lag`
+    /// later; the history then ends `lag` into the reference's next frame (the ``referenceTail``
+    /// given with this one). Its last frame is not this frame's output.
+    private func replay(_ echo: OpaquePointer, movedBy lag: Int, from start: Int) {
+        let n = bandFrameLength
+        // In the recent history's indices: the move.
+        let moved = recentLength - n + start
+        if lag > 0 {
+            guard lag <= follower.latest else { return }
+            for f in 0...replayFrames {
+                let at = recentLength - (replayFrames + 1 - f) * n
+                for i in 0..<n { replayNear[i] = at + i >= moved ? recentNear[at + i] : recentNear[at + i - lag] }
+                speex_echo_cancellation(echo, replayNear, recentReference + at - lag, replayOut)
+            }
+            EchoShiftFollower.keepQuieter(outShorts, or: replayOut, count: n, block: max(1, bandRate / 1000))
+        } else {
+            let skip = -lag
+            guard skip <= bandTail else { return }
+            for f in 0...replayFrames {
+                // On the reference's timeline, the last frame ending `skip` past this one.
+                let at = recentLength + skip - (replayFrames + 1 - f) * n
+                for i in 0..<n {
+                    let k = at + i
+                    replayNear[i] =
+                        k < moved ? recentNear[k]
+                        : k >= moved + skip ? recentNear[k - skip]
+                        : Self.short(follower.modelEcho(at: k - (recentLength - n)))
+                    replayReference[i] = k < recentLength ? recentReference[k] : farShorts[n + k - recentLength]
+                }
+                speex_echo_cancellation(echo, replayNear, replayReference, replayOut)
+            }
         }
-        // The frame again, its reference from `lag` earlier.
-        farShorts.update(from: recentReference + end, count: n)
-        speex_echo_cancellation(echo, nearShorts, farShorts, replayOut)
-        EchoShiftFollower.keepQuieter(outShorts, or: replayOut, count: n, block: max(1, sampleRate / 1000))
     }
 
     /// The longest ``referenceDelay``: ``maximumEchoDelay``.
@@ -342,6 +453,8 @@ package final class VoiceProcessor: @unchecked Sendable {
         candidate += frames
         estimatorRef?._withUnsafeGuaranteedRef { $0.shift(by: frames) }
     }
+
+    private static func short(_ sample: Float) -> Int16 { Int16(max(-32768, min(32767, (sample * 32768).rounded()))) }
 
     private static func shorts(_ samples: UnsafePointer<Float>, into out: UnsafeMutablePointer<Int16>, count: Int) {
         for i in 0..<count { out[i] = Int16(max(-32768, min(32767, (samples[i] * 32768).rounded()))) }

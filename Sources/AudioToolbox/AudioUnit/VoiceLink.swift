@@ -124,7 +124,8 @@ final class VoiceLink: @unchecked Sendable {
 
     private let nearFrame: UnsafeMutablePointer<Float>
     private let farFrame: UnsafeMutablePointer<Float>
-    /// The far end as the canceller sees it: ``VoiceProcessor/referenceDelay`` before ``farFrame``.
+    /// The far end as the canceller sees it: ``VoiceProcessor/referenceDelay`` before ``farFrame``,
+    /// with the ``VoiceProcessor/referenceLead`` samples before it.
     private let referenceFrame: UnsafeMutablePointer<Float>
     private var nearFill = 0
     private var nearHostTime: UInt64 = 0
@@ -171,8 +172,8 @@ final class VoiceLink: @unchecked Sendable {
         nearFrame.initialize(repeating: 0, count: frameLength)
         farFrame = .allocate(capacity: frameLength)
         farFrame.initialize(repeating: 0, count: frameLength)
-        referenceFrame = .allocate(capacity: frameLength)
-        referenceFrame.initialize(repeating: 0, count: frameLength)
+        referenceFrame = .allocate(capacity: processor.referenceLength)
+        referenceFrame.initialize(repeating: 0, count: processor.referenceLength)
         clientRate = inputRate
         clientChannels = max(1, inputChannels)
         nearResampler =
@@ -245,13 +246,15 @@ final class VoiceLink: @unchecked Sendable {
             done += n
             guard nearFill == frameLength else { continue }
             nearFill = 0
-            processFrame()
+            let processed = processFrame()
             nearIndex += frameLength
             // A second frame in one call would overwrite the first's output.
             precondition(ready == 0, "VoiceLink.captured takes at most a frame at a time")
             ready = emit()
+            // What comes out processed was captured the processor's latency before its frame.
+            let behind = processed ? UInt64(Double(processor.latency) * 1e9 / Double(rate)) : 0
+            outputHostTime = nearHostTime > behind ? nearHostTime - behind : 0
         }
-        outputHostTime = nearHostTime
         return ready
     }
 
@@ -259,10 +262,12 @@ final class VoiceLink: @unchecked Sendable {
     var output: UnsafePointer<Float> { UnsafePointer(clientOut) }
     private(set) var outputHostTime: UInt64 = 0
 
-    private func processFrame() {
+    /// Processes the frame in ``nearFrame``; false when bypassed.
+    private func processFrame() -> Bool {
         // Read bypassed too: the far end's voice counts for advanced ducking.
         let played = farEnd()
-        if !settings.bypass.load(ordering: .relaxed) {
+        let bypassed = settings.bypass.load(ordering: .relaxed)
+        if !bypassed {
             let agc = settings.gainControl.load(ordering: .relaxed)
             if agc != gainApplied {
                 processor.setGainControl(agc)
@@ -276,7 +281,8 @@ final class VoiceLink: @unchecked Sendable {
             processor.estimate(far: played ? UnsafePointer(farFrame) : nil, near: nearFrame)
             var heard = false
             if let offset = farOffset {
-                heard = far.read(from: nearIndex + offset - processor.referenceDelay, count: frameLength, into: referenceFrame)
+                heard = far.read(
+                    from: nearIndex + offset - processor.referenceDelay - processor.referenceLead, count: processor.referenceLength, into: referenceFrame)
             }
             processor.process(near: nearFrame, reference: heard ? UnsafePointer(referenceFrame) : nil)
         }
@@ -296,6 +302,7 @@ final class VoiceLink: @unchecked Sendable {
         }
         let voice = nearVoice.speaking || farVoice.speaking
         duckingRef._withUnsafeGuaranteedRef { $0.voice(voice) }
+        return !bypassed
     }
 
     /// Fills ``farFrame`` with the far end lined up with the microphone frame just completed
