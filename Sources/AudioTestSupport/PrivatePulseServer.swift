@@ -152,8 +152,15 @@ public final class PrivatePulseServer: @unchecked Sendable {
             stop()
             throw Failure(description: "the private PipeWire's null sinks did not appear")
         }
-        try pactl(["set-default-sink", "speaker"])
-        try pactl(["set-default-source", "micfeed.monitor"])
+        // pipewire-pulse keeps the defaults in the session manager's metadata, which may come
+        // after the nodes: until it does, setting one fails "Not supported" (a CI run's engine
+        // test failed so at its server's start).
+        for (command, name) in [("set-default-sink", "speaker"), ("set-default-source", "micfeed.monitor")] {
+            guard waitUntil(timeout: timeout, { (try? self.pactl([command, name])) != nil }) else {
+                stop()
+                throw Failure(description: "the private PipeWire refused \(command) \(name)")
+            }
+        }
     }
 
     private func launchPulseAudio(timeout: Double) throws {
