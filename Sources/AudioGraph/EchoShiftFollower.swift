@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Finds where an echo path that was cancelled well moved to at once, so that the canceller's
 /// reference can be moved by as much and its filter's taps, which still describe the path, go
 /// on cancelling it.
@@ -76,6 +80,15 @@ package final class EchoShiftFollower: @unchecked Sendable {
     private let leftByLag: UnsafeMutablePointer<Float>
     /// The same at each dip's bottom between whole lags (``search()``).
     private let fittedByLag: UnsafeMutablePointer<Float>
+    /// The fraction of a sample past each lag that left least (``subdivisions`` > 1).
+    private let fractionByLag: UnsafeMutablePointer<Float>
+    /// The wide rate's samples in one of ours (a band's follower: 3 at 48 kHz, 2 at 32; else 1):
+    /// a move is looked for to a wide sample (``search()``).
+    package let subdivisions: Int
+    /// For each fraction `k / subdivisions` (k from 1): the taps of a windowed-sinc interpolator
+    /// (``interpolatorHalf`` on each side) that delay the estimate by it.
+    private let interpolator: UnsafeMutablePointer<Float>
+    private static let interpolatorHalf = 8
     private static let mostTaps = 64
     private var goodFrames = 0
     /// The reference as the canceller was given it, the newest sample last (the frame, the
@@ -110,8 +123,23 @@ package final class EchoShiftFollower: @unchecked Sendable {
         return t >= 0 && t < historyLength ? estimate[t] : 0
     }
 
-    package init(sampleRate: Int, frameLength: Int, filterLength: Int) {
+    package init(sampleRate: Int, frameLength: Int, filterLength: Int, subdivisions: Int = 1) {
         self.sampleRate = sampleRate
+        self.subdivisions = max(1, subdivisions)
+        let half = Self.interpolatorHalf, width = 2 * half
+        interpolator = .allocate(capacity: max(1, (self.subdivisions - 1) * width))
+        interpolator.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * width))
+        for k in 1..<self.subdivisions {
+            // Tap `j` (from −half + 1 to half) weighs the sample `j` before: sinc(j − δ) under a
+            // Hann window over the taps' span.
+            let delta = Double(k) / Double(self.subdivisions)
+            for index in 0..<width {
+                let x = Double(index - half + 1) - delta
+                let sinc = x == 0 ? 1 : sin(.pi * x) / (.pi * x)
+                let window = 0.5 + 0.5 * cos(.pi * x / Double(half))
+                interpolator[(k - 1) * width + index] = Float(sinc * window)
+            }
+        }
         self.frameLength = frameLength
         self.filterLength = filterLength
         modelBuffer = .allocate(capacity: filterLength)
@@ -132,6 +160,8 @@ package final class EchoShiftFollower: @unchecked Sendable {
         leftByLag.initialize(repeating: 1, count: earliest + latest + 1)
         fittedByLag = .allocate(capacity: earliest + latest + 1)
         fittedByLag.initialize(repeating: 1, count: earliest + latest + 1)
+        fractionByLag = .allocate(capacity: earliest + latest + 1)
+        fractionByLag.initialize(repeating: 0, count: earliest + latest + 1)
         referenceLength = historyLength + filterLength
         mended = .allocate(capacity: frameLength)
         mended.initialize(repeating: 0, count: frameLength)
@@ -143,6 +173,8 @@ package final class EchoShiftFollower: @unchecked Sendable {
         modelBuffer.deallocate()
         leftByLag.deallocate()
         fittedByLag.deallocate()
+        fractionByLag.deallocate()
+        interpolator.deallocate()
         modelLags.deallocate()
         modelGains.deallocate()
         microphone.deallocate()
@@ -244,7 +276,9 @@ package final class EchoShiftFollower: @unchecked Sendable {
         let move = search()
         guard move != 0 else { return 0 }
         moveFraction = 0
-        if move - 1 >= -earliest && move + 1 <= latest {
+        if subdivisions > 1 {
+            moveFraction = fractionByLag[move + earliest]
+        } else if move - 1 >= -earliest && move + 1 <= latest {
             let before = leftByLag[move - 1 + earliest], at = leftByLag[move + earliest], after = leftByLag[move + 1 + earliest]
             let curve = before - 2 * at + after
             if curve > 0 { moveFraction = max(-0.5, min(0.5, 0.5 * (before - after) / curve)) }
@@ -274,16 +308,33 @@ package final class EchoShiftFollower: @unchecked Sendable {
     /// was left unexplained, the canceller's filter adapted to it with the reference off, and
     /// the move was found a frame late with the taps spoilt (17–22 dB in the second after a
     /// move 1 ms into a frame, 75 dB where it fell on the start: `VoiceProcessorTests`).
-    private func unexplained(lag: Int) -> Float {
+    /// `fraction`: the lag `lag + fraction / subdivisions` (1 up to ``subdivisions``), the
+    /// estimate interpolated.
+    private func unexplained(lag: Int, fraction: Int = 0) -> Float {
         let n = frameLength
         let start = historyLength - n
         // The estimate's newest sample bounds a negative lag's end: after it, the moved estimate
         // explains nothing.
         let end = historyLength - max(0, -lag)
+        let half = Self.interpolatorHalf
+        let taps = interpolator + max(0, fraction - 1) * 2 * half
+        let estimate = estimate
+        func movedEstimate(_ t: Int) -> Float {
+            guard fraction > 0 else { return estimate[t - lag] }
+            // The estimate `lag + δ` before `t`: its samples from `half − 1` after to `half` before
+            // (those beyond its ends left out: at the frame's end, a lag shorter than `half`).
+            var y: Float = 0
+            let centre = t - lag
+            for index in 0..<(2 * half) {
+                let at = centre - (index - half + 1)
+                if at >= 0 && at < historyLength { y += taps[index] * estimate[at] }
+            }
+            return y
+        }
         var moved: Float = 0, energy: Float = 0
         var t = start
         while t < historyLength {
-            let m = microphone[t], d = t < end ? m - estimate[t - lag] : m
+            let m = microphone[t], d = t < end ? m - movedEstimate(t) : m
             moved += d * d
             energy += m * m
             t += step
@@ -292,7 +343,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
         var left = moved, least = moved
         t = start
         while t < historyLength {
-            let m = microphone[t], d = t < end ? m - estimate[t - lag] : m, u = m - estimate[t]
+            let m = microphone[t], d = t < end ? m - movedEstimate(t) : m, u = m - estimate[t]
             left += u * u - d * d
             least = min(least, left)
             t += step
@@ -307,15 +358,37 @@ package final class EchoShiftFollower: @unchecked Sendable {
         // through it and its neighbours): a move a third of a sample off a whole one (a 16 kHz
         // band's, at 48 kHz) leaves a tenth at the nearest whole lag, and was found a frame or
         // two late, the filter's taps spoilt meanwhile (16 dB in the second after it).
+        // Above 16 kHz (``subdivisions``), the lags between whole ones at the wide rate's
+        // samples are tried at each dip (a parabola's bottom, tried before, was no measure of a
+        // sum of squares a third of a sample off: a move of 20 samples at 48 kHz was still found
+        // 100 ms late, 9 dB in the second after it).
         let fitted = fittedByLag
         var best = Float.infinity
         for lag in -earliest...latest {
             let i = lag + earliest, at = leftByLag[i]
             fitted[i] = at
+            fractionByLag[i] = 0
             if lag > -earliest && lag < latest {
                 let before = leftByLag[i - 1], after = leftByLag[i + 1], curve = before - 2 * at + after
-                if at <= before && at <= after && curve > 0 {
-                    fitted[i] = max(0, at - (before - after) * (before - after) / (8 * curve))
+                if at <= before && at <= after {
+                    if subdivisions > 1 {
+                        // Between this lag and each neighbour, at each wide sample.
+                        if at < 0.5 && lag != 0 {
+                            for k in 1..<subdivisions {
+                                let below = unexplained(lag: lag - 1, fraction: k), above = unexplained(lag: lag, fraction: k)
+                                if below < fitted[i] {
+                                    fitted[i] = below
+                                    fractionByLag[i] = Float(k) / Float(subdivisions) - 1
+                                }
+                                if above < fitted[i] {
+                                    fitted[i] = above
+                                    fractionByLag[i] = Float(k) / Float(subdivisions)
+                                }
+                            }
+                        }
+                    } else if curve > 0 {
+                        fitted[i] = max(0, at - (before - after) * (before - after) / (8 * curve))
+                    }
                 }
             }
             if lag != 0 { best = min(best, fitted[i]) }

@@ -131,6 +131,14 @@ package final class VoiceProcessor: @unchecked Sendable {
     private let replayOut: UnsafeMutablePointer<Int16>
     private let replayNear: UnsafeMutablePointer<Int16>
     private let replayReference: UnsafeMutablePointer<Int16>
+    /// Above 16 kHz: the same frames' wide microphone and reference (float), ``wideMargin``
+    /// samples, the split's lead, then ``recentLength`` band samples' worth, so that a replay
+    /// can take the band afresh from the wide signals moved by the wide move, which falls
+    /// between band samples (``bandSample(_:at:movedBy:)``).
+    private let recentWideNear: UnsafeMutablePointer<Float>
+    private let recentWideReference: UnsafeMutablePointer<Float>
+    private let recentWideLength: Int
+    private var wideMargin: Int { sampleRate / bandRate }
 
     /// A processor at `sampleRate`: 8, 16, 32 or 48 kHz, the rates webrtc runs at (speex would
     /// take others; one list keeps the libraries interchangeable). Nil for any other rate, or
@@ -170,7 +178,7 @@ package final class VoiceProcessor: @unchecked Sendable {
         estimatorRef = estimator.map { .passUnretained($0) }
         // speex's filter: whole frames (its impulse response is as long), at its own rate.
         let filterFrames = (Int(Double(bandRate) * Self.echoTail) + nb - 1) / nb
-        follower = EchoShiftFollower(sampleRate: bandRate, frameLength: nb, filterLength: filterFrames * nb)
+        follower = EchoShiftFollower(sampleRate: bandRate, frameLength: nb, filterLength: filterFrames * nb, subdivisions: sampleRate / bandRate)
         // The filter's blocks and one more: its whole reference history.
         replayFrames = filterFrames + 1
         recentLength = (replayFrames + 1) * nb + follower.latest
@@ -184,6 +192,12 @@ package final class VoiceProcessor: @unchecked Sendable {
         replayNear.initialize(repeating: 0, count: nb)
         replayReference = .allocate(capacity: nb)
         replayReference.initialize(repeating: 0, count: nb)
+        let recent = recentLength
+        recentWideLength = split.map { $0.factor + $0.lead + recent * $0.factor } ?? 0
+        recentWideNear = .allocate(capacity: max(recentWideLength, 1))
+        recentWideNear.initialize(repeating: 0, count: max(recentWideLength, 1))
+        recentWideReference = .allocate(capacity: max(recentWideLength, 1))
+        recentWideReference.initialize(repeating: 0, count: max(recentWideLength, 1))
         switch library {
         case .webrtc:
             webrtc = oa_webrtc_new(
@@ -234,6 +248,8 @@ package final class VoiceProcessor: @unchecked Sendable {
         replayOut.deallocate()
         replayNear.deallocate()
         replayReference.deallocate()
+        recentWideNear.deallocate()
+        recentWideReference.deallocate()
     }
 
     /// Turns gain control on or off while running (speex's: its preprocessor takes the change
@@ -357,6 +373,13 @@ package final class VoiceProcessor: @unchecked Sendable {
                 (recentNear + recentLength - n).update(from: nearShorts, count: n)
                 recentReference.update(from: recentReference + n, count: recentLength - n)
                 (recentReference + recentLength - n).update(from: farShorts, count: n)
+                if split != nil {
+                    let wide = frameLength, kept = recentWideLength - wide
+                    recentWideNear.update(from: recentWideNear + wide, count: kept)
+                    (recentWideNear + kept).update(from: UnsafePointer(near), count: wide)
+                    recentWideReference.update(from: recentWideReference + wide, count: kept)
+                    (recentWideReference + kept).update(from: reference + referenceLead, count: wide)
+                }
                 let moved = follower.observe(near: nearShorts, reference: farShorts, residual: outShorts, count: n)
                 if follower.wantsModel {
                     speex_echo_ctl(echo, SPEEX_ECHO_GET_IMPULSE_RESPONSE, follower.modelBuffer)
@@ -368,7 +391,7 @@ package final class VoiceProcessor: @unchecked Sendable {
                 // replayed by whole ones).
                 let wide = bandRate == sampleRate ? moved : Int(((Float(moved) + follower.moveFraction) * Float(sampleRate / bandRate)).rounded())
                 if moved != 0 && (0...Self.longestReferenceDelay(sampleRate)).contains(referenceDelay + wide) {
-                    replay(echo, movedBy: moved, from: follower.moveStart)
+                    replay(echo, movedBy: moved, wide: wide, from: follower.moveStart)
                     movesFollowed += 1
                     shiftEcho(by: wide)
                 }
@@ -396,23 +419,37 @@ package final class VoiceProcessor: @unchecked Sendable {
     ///
     /// A path that lengthened: the reference `lag` earlier, and the microphone as it would have
     /// been had the path always been the new one (before the move, what it heard `lag`
-    /// earlier). Where the frame's second try leaves less, its output is taken.
+    /// earlier). Where the frame's second try leaves less, its output is taken. Above 16 kHz
+    /// both are taken afresh from the wide signals `wide` samples earlier: a move between band
+    /// samples (20 at 48 kHz, 6⅔ in the band), replayed by whole ones, left the filter a third
+    /// of a sample off the path it then cancelled, which passes 7 kHz nearly whole and 1 kHz
+    /// 18 dB down, and a filter long converged took seconds to re-learn it (9–18 dB in the
+    /// second after such a move 13 s into a call, 75 dB after a move of 18 or 21).
     ///
     /// A path that shortened: the far end's samples from the move to `lag` after it were never
     /// heard. On the reference's own timeline, the microphone before the move is as it was, the
     /// skipped samples' echo the follower's model of it, and after them the microphone `lag`
     /// later; the history then ends `lag` into the reference's next frame (the ``referenceTail``
     /// given with this one). Its last frame is not this frame's output.
-    private func replay(_ echo: OpaquePointer, movedBy lag: Int, from start: Int) {
+    private func replay(_ echo: OpaquePointer, movedBy lag: Int, wide: Int, from start: Int) {
         let n = bandFrameLength
         // In the recent history's indices: the move.
         let moved = recentLength - n + start
         if lag > 0 {
             guard lag <= follower.latest else { return }
+            let fresh = splitRef != nil && wide <= lag * (sampleRate / bandRate) + wideMargin
             for f in 0...replayFrames {
                 let at = recentLength - (replayFrames + 1 - f) * n
-                for i in 0..<n { replayNear[i] = at + i >= moved ? recentNear[at + i] : recentNear[at + i - lag] }
-                speex_echo_cancellation(echo, replayNear, recentReference + at - lag, replayOut)
+                if fresh {
+                    for i in 0..<n {
+                        replayNear[i] = at + i >= moved ? recentNear[at + i] : bandSample(recentWideNear, at: at + i, movedBy: -wide)
+                        replayReference[i] = bandSample(recentWideReference, at: at + i, movedBy: -wide)
+                    }
+                    speex_echo_cancellation(echo, replayNear, replayReference, replayOut)
+                } else {
+                    for i in 0..<n { replayNear[i] = at + i >= moved ? recentNear[at + i] : recentNear[at + i - lag] }
+                    speex_echo_cancellation(echo, replayNear, recentReference + at - lag, replayOut)
+                }
             }
             EchoShiftFollower.keepQuieter(outShorts, or: replayOut, count: n, block: max(1, bandRate / 1000))
         } else {
@@ -432,6 +469,20 @@ package final class VoiceProcessor: @unchecked Sendable {
                 speex_echo_cancellation(echo, replayNear, replayReference, replayOut)
             }
         }
+    }
+
+    /// Above 16 kHz: the band's sample at `index` of the recent history, taken afresh from the
+    /// wide signal kept beside it (``recentWideNear``, ``recentWideReference``) moved `shift`
+    /// wide samples (earlier: negative), as ``BandSplit/decimate(_:count:into:)`` took it.
+    private func bandSample(_ wide: UnsafeMutablePointer<Float>, at index: Int, movedBy shift: Int) -> Int16 {
+        guard let splitRef else { return 0 }
+        let from = wideMargin + index * (sampleRate / bandRate) + shift
+        var sample: Float = 0
+        splitRef._withUnsafeGuaranteedRef { split in
+            guard from >= 0, from + split.lead + split.factor <= recentWideLength else { return }
+            split.decimate(UnsafePointer(wide + from), count: 1, into: &sample)
+        }
+        return Self.short(sample)
     }
 
     /// The longest ``referenceDelay``: ``maximumEchoDelay``.
