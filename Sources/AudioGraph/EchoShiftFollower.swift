@@ -89,6 +89,13 @@ package final class EchoShiftFollower: @unchecked Sendable {
     /// (``interpolatorHalf`` on each side) that delay the estimate by it.
     private let interpolator: UnsafeMutablePointer<Float>
     private static let interpolatorHalf = 8
+    /// For each fraction `k / subdivisions` (k from 1), ``historyLength`` samples: the estimate
+    /// delayed by it, made once per search where a dip asks (``interpolate()``), so that trying a
+    /// lag between whole ones costs what a whole lag does. (Interpolated afresh at each try,
+    /// a debug build's search took 25–60 ms of a 10 ms frame in double talk, three frames
+    /// running, and the machine's other threads starved: the microphone's own feed broke up.)
+    private let fractional: UnsafeMutablePointer<Float>
+    private var interpolated = false
     private static let mostTaps = 64
     private var goodFrames = 0
     /// The reference as the canceller was given it, the newest sample last (the frame, the
@@ -156,6 +163,8 @@ package final class EchoShiftFollower: @unchecked Sendable {
         microphone.initialize(repeating: 0, count: historyLength)
         estimate = .allocate(capacity: historyLength)
         estimate.initialize(repeating: 0, count: historyLength)
+        fractional = .allocate(capacity: max(1, (self.subdivisions - 1) * historyLength))
+        fractional.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * historyLength))
         leftByLag = .allocate(capacity: earliest + latest + 1)
         leftByLag.initialize(repeating: 1, count: earliest + latest + 1)
         fittedByLag = .allocate(capacity: earliest + latest + 1)
@@ -175,6 +184,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
         fittedByLag.deallocate()
         fractionByLag.deallocate()
         interpolator.deallocate()
+        fractional.deallocate()
         modelLags.deallocate()
         modelGains.deallocate()
         microphone.deallocate()
@@ -316,39 +326,48 @@ package final class EchoShiftFollower: @unchecked Sendable {
         // The estimate's newest sample bounds a negative lag's end: after it, the moved estimate
         // explains nothing.
         let end = historyLength - max(0, -lag)
-        let half = Self.interpolatorHalf
-        let taps = interpolator + max(0, fraction - 1) * 2 * half
-        let estimate = estimate
-        func movedEstimate(_ t: Int) -> Float {
-            guard fraction > 0 else { return estimate[t - lag] }
-            // The estimate `lag + δ` before `t`: its samples from `half − 1` after to `half` before
-            // (those beyond its ends left out: at the frame's end, a lag shorter than `half`).
-            var y: Float = 0
-            let centre = t - lag
-            for index in 0..<(2 * half) {
-                let at = centre - (index - half + 1)
-                if at >= 0 && at < historyLength { y += taps[index] * estimate[at] }
-            }
-            return y
-        }
-        var moved: Float = 0, energy: Float = 0
+        let moved = fraction > 0 ? fractional + (fraction - 1) * historyLength : estimate
+        var movedLeft: Float = 0, energy: Float = 0
         var t = start
         while t < historyLength {
-            let m = microphone[t], d = t < end ? m - movedEstimate(t) : m
-            moved += d * d
+            let m = microphone[t], d = t < end ? m - moved[t - lag] : m
+            movedLeft += d * d
             energy += m * m
             t += step
         }
         // Split at the frame's start: all of it moved; each step on moves a sample back.
-        var left = moved, least = moved
+        var left = movedLeft, least = movedLeft
         t = start
         while t < historyLength {
-            let m = microphone[t], d = t < end ? m - movedEstimate(t) : m, u = m - estimate[t]
+            let m = microphone[t], d = t < end ? m - moved[t - lag] : m, u = m - estimate[t]
             left += u * u - d * d
             least = min(least, left)
             t += step
         }
         return energy > 0 ? least / energy : 1
+    }
+
+    /// Fills ``fractional``: the estimate delayed by each fraction, sample `t` the sum of its
+    /// samples from ``interpolatorHalf`` − 1 after to ``interpolatorHalf`` before `t` under the
+    /// fraction's taps (those beyond the estimate's ends left out: at the frame's end, a lag
+    /// shorter than that).
+    private func interpolate() {
+        interpolated = true
+        let half = Self.interpolatorHalf, width = 2 * half
+        for k in 1..<subdivisions {
+            let taps = interpolator + (k - 1) * width
+            let out = fractional + (k - 1) * historyLength
+            for centre in 0..<historyLength {
+                var y: Float = 0
+                let first = max(0, centre + half - historyLength), last = min(width, centre + half)
+                var index = first
+                while index < last {
+                    y += taps[index] * estimate[centre + half - 1 - index]
+                    index += 1
+                }
+                out[centre] = y
+            }
+        }
     }
 
     /// The move, when a lag explains the frame clearly better than lag 0; else 0.
@@ -364,6 +383,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
         // 100 ms late, 9 dB in the second after it).
         let fitted = fittedByLag
         var best = Float.infinity
+        interpolated = false
         for lag in -earliest...latest {
             let i = lag + earliest, at = leftByLag[i]
             fitted[i] = at
@@ -374,6 +394,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
                     if subdivisions > 1 {
                         // Between this lag and each neighbour, at each wide sample.
                         if at < 0.5 && lag != 0 {
+                            if !interpolated { interpolate() }
                             for k in 1..<subdivisions {
                                 let below = unexplained(lag: lag - 1, fraction: k), above = unexplained(lag: lag, fraction: k)
                                 if below < fitted[i] {
