@@ -379,6 +379,13 @@ package final class VoiceProcessor: @unchecked Sendable {
                     (recentWideNear + kept).update(from: UnsafePointer(near), count: wide)
                     recentWideReference.update(from: recentWideReference + wide, count: kept)
                     (recentWideReference + kept).update(from: reference + referenceLead, count: wide)
+                    // The frame's reference a wide sample and more later, as the band split takes
+                    // it: the follower tries moves between band samples on them.
+                    let factor = sampleRate / bandRate, newest = wideMargin + (recentLength - n) * factor
+                    let phases = follower.phaseFrame, history = UnsafePointer(recentWideReference)
+                    splitRef?._withUnsafeGuaranteedRef { split in
+                        for k in 1..<factor { split.decimate(history + newest - k, count: n, into: phases + (k - 1) * n) }
+                    }
                 }
                 let moved = follower.observe(near: nearShorts, reference: farShorts, residual: outShorts, count: n)
                 if follower.wantsModel {
