@@ -27,7 +27,9 @@
 /// lag a millisecond or more away explains the frame within 3 dB too (a pitch period either side
 /// of the move), nothing moves in that frame: the next leaking frame has another pitch and the
 /// same move. Nor where the move began in the last quarter of the frame: the next frame is
-/// moved whole.
+/// moved whole. A lengthening is often a gap (a loopback's buffer ran dry: silence, then the
+/// sound where it stopped), which no lag explains: a lag is also tried with a silent stretch as
+/// long as itself between the unmoved and the moved parts (``gapped(lag:moved:)``).
 ///
 /// In the frame where the move is found, each millisecond of the canceller's output is replaced
 /// by the microphone less the moved estimate where that is quieter. The caller moves the
@@ -477,7 +479,34 @@ package final class EchoShiftFollower: @unchecked Sendable {
             least = min(least, left)
             t += step
         }
+        if lag > 0 && step == 1 { least = min(least, gapped(lag: lag, moved: moved)) }
         return energy > 0 ? least / energy : 1
+    }
+
+    /// What a lengthening by `lag` that is a gap leaves of the frame at the split that leaves
+    /// least: the estimate unmoved up to a point, silence for `lag` samples (what the path's
+    /// buffer left when it ran dry), then the estimate moved (`moved`, `lag` later), at least a
+    /// quarter of the frame of it. Returns the sum of squares; infinity where no split fits.
+    private func gapped(lag: Int, moved: UnsafeMutablePointer<Float>) -> Float {
+        let n = frameLength, start = historyLength - n, last = historyLength - n / 4 - lag
+        guard last >= start else { return .infinity }
+        // At the split `s`: unmoved before it, silent from it for `lag`, moved after.
+        var unmoved: Float = 0, silent: Float = 0, after: Float = 0
+        for t in start..<(start + lag) { silent += microphone[t] * microphone[t] }
+        for t in (start + lag)..<historyLength {
+            let d = microphone[t] - moved[t - lag]
+            after += d * d
+        }
+        var least = unmoved + silent + after
+        for split in start..<last {
+            let u = microphone[split] - estimate[split], m = microphone[split], next = microphone[split + lag]
+            let d = next - moved[split]
+            unmoved += u * u
+            silent += next * next - m * m
+            after -= d * d
+            least = min(least, unmoved + silent + after)
+        }
+        return least
     }
 
     /// Fills ``fractional``: the model's estimate from each phase's reference history.
@@ -594,6 +623,37 @@ package final class EchoShiftFollower: @unchecked Sendable {
             if cost < best {
                 best = cost
                 bestAt = t + 1
+            }
+        }
+        // A gap (``gapped(lag:moved:)``) in the frame that leaves less: the moved microphone
+        // begins after it.
+        if lag > 0 && step == 1 {
+            let n = frameLength, start = historyLength - n, last = historyLength - n / 4 - lag
+            if last >= start {
+                var unmoved: Float = 0, silent: Float = 0, after: Float = 0
+                for t in start..<(start + lag) { silent += microphone[t] * microphone[t] }
+                for t in (start + lag)..<historyLength {
+                    let d = microphone[t] - estimate[t - lag]
+                    after += d * d
+                }
+                // The samples before the frame as the split above left them.
+                var before: Float = 0
+                for t in first..<start {
+                    let u = microphone[t] - estimate[t]
+                    before += u * u
+                }
+                for split in start..<last {
+                    let total = before + unmoved + silent + after
+                    if total < best {
+                        best = total
+                        bestAt = split + lag
+                    }
+                    let u = microphone[split] - estimate[split], m = microphone[split], next = microphone[split + lag]
+                    let d = next - estimate[split]
+                    unmoved += u * u
+                    silent += next * next - m * m
+                    after -= d * d
+                }
             }
         }
         return bestAt
