@@ -367,7 +367,7 @@ package final class VoiceProcessor: @unchecked Sendable {
             // The echo path moved at once inside the filter (``EchoShiftFollower``): the filter's
             // blocks are replayed on the moved alignment, and the reference follows the path
             // from the next frame, so the filter's taps fit again. The follower's model of the
-            // path is the filter's strongest taps, taken from a frame cancelled well.
+            // path (``EchoShiftFollower/takeModel()``) is taken from a frame cancelled well.
             if followsEchoShifts && estimator != nil {
                 recentNear.update(from: recentNear + n, count: recentLength - n)
                 (recentNear + recentLength - n).update(from: nearShorts, count: n)
@@ -379,8 +379,8 @@ package final class VoiceProcessor: @unchecked Sendable {
                     (recentWideNear + kept).update(from: UnsafePointer(near), count: wide)
                     recentWideReference.update(from: recentWideReference + wide, count: kept)
                     (recentWideReference + kept).update(from: reference + referenceLead, count: wide)
-                    // The frame's reference a wide sample and more later, as the band split takes
-                    // it: the follower tries moves between band samples on them.
+                    // The frame's reference delayed by a wide sample and more, as the band split
+                    // takes it: the follower tries moves between band samples on them.
                     let factor = sampleRate / bandRate, newest = wideMargin + (recentLength - n) * factor
                     let phases = follower.phaseFrame, history = UnsafePointer(recentWideReference)
                     splitRef?._withUnsafeGuaranteedRef { split in
