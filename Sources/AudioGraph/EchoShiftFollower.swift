@@ -494,17 +494,18 @@ package final class EchoShiftFollower: @unchecked Sendable {
             least = min(least, left)
             t += step
         }
-        if lag > 0 && step == 1 { least = min(least, gapped(lag: lag, moved: moved)) }
+        if lag > 0 && step == 1 { least = min(least, gapped(lag: lag, moved: moved).left) }
         return energy > 0 ? least / energy : 1
     }
 
     /// What a lengthening by `lag` that is a gap leaves of the frame at the split that leaves
     /// least: the estimate unmoved up to a point, silence for `lag` samples (what the path's
     /// buffer left when it ran dry), then the estimate moved (`moved`, `lag` later), at least a
-    /// quarter of the frame of it. Returns the sum of squares; infinity where no split fits.
-    private func gapped(lag: Int, moved: UnsafeMutablePointer<Float>) -> Float {
+    /// quarter of the frame of it. Returns the frame's sum of squares there (infinity where no
+    /// split fits) and the sample the moved part begins at, after the silence.
+    private func gapped(lag: Int, moved: UnsafeMutablePointer<Float>) -> (left: Float, resumesAt: Int) {
         let n = frameLength, start = historyLength - n, last = historyLength - n / 4 - lag
-        guard last >= start else { return .infinity }
+        guard last >= start else { return (.infinity, historyLength) }
         // At the split `s`: unmoved before it, silent from it for `lag`, moved after.
         var unmoved: Float = 0, silent: Float = 0, after: Float = 0
         for t in start..<(start + lag) { silent += microphone[t] * microphone[t] }
@@ -512,16 +513,19 @@ package final class EchoShiftFollower: @unchecked Sendable {
             let d = microphone[t] - moved[t - lag]
             after += d * d
         }
-        var least = unmoved + silent + after
+        var least = unmoved + silent + after, resumesAt = start + lag
         for split in start..<last {
             let u = microphone[split] - estimate[split], m = microphone[split], next = microphone[split + lag]
             let d = next - moved[split]
             unmoved += u * u
             silent += next * next - m * m
             after -= d * d
-            least = min(least, unmoved + silent + after)
+            if unmoved + silent + after < least {
+                least = unmoved + silent + after
+                resumesAt = split + 1 + lag
+            }
         }
-        return least
+        return (least, resumesAt)
     }
 
     /// Fills ``fractional``: the model's estimate from each phase's reference history.
@@ -644,34 +648,14 @@ package final class EchoShiftFollower: @unchecked Sendable {
         // A gap (``gapped(lag:moved:)``) in the frame that leaves less: the moved microphone
         // begins after it.
         if lag > 0 && step == 1 {
-            let n = frameLength, start = historyLength - n, last = historyLength - n / 4 - lag
-            if last >= start {
-                var unmoved: Float = 0, silent: Float = 0, after: Float = 0
-                for t in start..<(start + lag) { silent += microphone[t] * microphone[t] }
-                for t in (start + lag)..<historyLength {
-                    let d = microphone[t] - estimate[t - lag]
-                    after += d * d
-                }
-                // The samples before the frame as the split above left them.
-                var before: Float = 0
-                for t in first..<start {
-                    let u = microphone[t] - estimate[t]
-                    before += u * u
-                }
-                for split in start...last {
-                    let total = before + unmoved + silent + after
-                    if total < best {
-                        best = total
-                        bestAt = split + lag
-                    }
-                    guard split < last else { break }
-                    let u = microphone[split] - estimate[split], m = microphone[split], next = microphone[split + lag]
-                    let d = next - estimate[split]
-                    unmoved += u * u
-                    silent += next * next - m * m
-                    after -= d * d
-                }
+            let gap = gapped(lag: lag, moved: estimate)
+            // The samples before the frame as the split above left them.
+            var before: Float = 0
+            for t in first..<(historyLength - frameLength) {
+                let u = microphone[t] - estimate[t]
+                before += u * u
             }
+            if before + gap.left < best { bestAt = gap.resumesAt }
         }
         return bestAt
     }
