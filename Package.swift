@@ -52,6 +52,8 @@ let package = Package(
         .target(name: "CAllocCounter"),
         // The child process that puts other clients' volumes back when a ducking process ends.
         .target(name: "CDuckGuard"),
+        // A semaphore wait bounded on the monotonic clock (sem_clockwait, which Swift's Glibc hides).
+        .target(name: "CMonotonicWait"),
         // Apple's C structs (the queue callbacks are @convention(c) and point to them).
         .target(name: "CCoreAudioTypes"),
         .target(name: "CAudioQueueTypes", dependencies: ["CCoreAudioTypes"]),
@@ -60,7 +62,7 @@ let package = Package(
         // Plain values, no dependencies.
         .target(name: "CoreAudioTypes", dependencies: ["CCoreAudioTypes"], swiftSettings: strict),
         // Device layer: backends, streams, clock, lock-free rings.
-        .target(name: "AudioHAL", dependencies: ["CoreAudioTypes", "CPulseAudio", "CDuckGuard"], swiftSettings: strict),
+        .target(name: "AudioHAL", dependencies: ["CoreAudioTypes", "CPulseAudio", "CDuckGuard", "CMonotonicWait"], swiftSettings: strict),
         // FFmpeg: demux/decode, encode/mux, resample.
         .target(name: "AudioCodecs", dependencies: ["CoreAudioTypes", "CFFmpeg", "CSonic", "COpus"], swiftSettings: strict),
         // The DSP that audio units and engine nodes share: filters, delay lines, sample rings.

@@ -1,3 +1,4 @@
+import CMonotonicWait
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -26,19 +27,8 @@ package final class Wakeup: @unchecked Sendable {
         while sem_wait(sem) != 0 && errno == EINTR {}
     }
 
-    /// Waits until signalled or `timeout` seconds pass; returns `true` when signalled.
+    /// Waits until signalled or `timeout` seconds pass (on the monotonic clock, so that a step of
+    /// the wall clock neither cuts a wait short nor stretches it); returns `true` when signalled.
     @discardableResult
-    package func wait(timeout: Double) -> Bool {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        let whole = Int(timeout)
-        var nanos = Int(ts.tv_nsec) + Int((timeout - Double(whole)) * 1e9)
-        ts.tv_sec += whole + nanos / 1_000_000_000
-        nanos %= 1_000_000_000
-        ts.tv_nsec = nanos
-        while true {
-            if sem_timedwait(sem, &ts) == 0 { return true }
-            if errno != EINTR { return false }
-        }
-    }
+    package func wait(timeout: Double) -> Bool { openavf_sem_wait_monotonic(sem, timeout) == 0 }
 }

@@ -83,3 +83,20 @@ final class VirtualBackendTests: XCTestCase {
         input.close()
     }
 }
+
+/// The semaphore the queues' callback threads sleep on: a post wakes a waiter, and a timed wait
+/// ends on the monotonic clock.
+final class WakeupTests: XCTestCase {
+    func testSignalWakesAndTimeoutEnds() {
+        let wakeup = Wakeup()
+        wakeup.signal()
+        XCTAssertTrue(wakeup.wait(timeout: 0), "a post made before the wait is taken at once")
+        let start = hostNow()
+        XCTAssertFalse(wakeup.wait(timeout: 0.05), "nothing posted")
+        let waited = Double(hostNow() - start) / 1e9
+        XCTAssertGreaterThanOrEqual(waited, 0.05, "the wait ended before its timeout")
+        XCTAssertLessThan(waited, 5, "the wait outlived its timeout by seconds")
+        Thread { wakeup.signal() }.start()
+        XCTAssertTrue(wakeup.wait(timeout: 5), "another thread's post wakes the waiter")
+    }
+}
