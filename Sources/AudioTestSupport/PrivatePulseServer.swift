@@ -300,6 +300,19 @@ public final class PrivatePulseServer: @unchecked Sendable {
         setenv("PULSE_SERVER", serverString, 1)
     }
 
+    /// Sets the default sink and source back to `speaker` and `micfeed.monitor` where they are not,
+    /// and says so. WirePlumber picks a default of its own when a device comes or goes and may
+    /// keep it after the test that caused it has ended: in one CI preview (2026-12-04) three tests
+    /// of three classes in a row found another default source. A test that changes a default puts
+    /// it back itself; this catches what the session manager did.
+    public func restoreDefaults() {
+        for (kind, name) in [("sink", "speaker"), ("source", "micfeed.monitor")] {
+            guard let now = try? pactl(["get-default-\(kind)"]).trimmingCharacters(in: .whitespacesAndNewlines), now != name else { continue }
+            print("the default \(kind) was \(now.isEmpty ? "none" : now); set back to \(name)")
+            _ = try? pactl(["set-default-\(kind)", name])
+        }
+    }
+
     /// Makes a plain, silent source called `name` and returns the module index that unloads it:
     /// PulseAudio's `module-null-source`; on PipeWire, whose pipewire-pulse has no such module
     /// (0.3.65), a null sink made a source (`media.class=Audio/Source/Virtual`). Returns once the

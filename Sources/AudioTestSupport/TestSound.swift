@@ -2,7 +2,8 @@ import Foundation
 
 /// The one private server a test process shares: started on first use (PulseAudio, or PipeWire
 /// when `OPENAVF_TEST_SERVER=pipewire`), pointed to by `PULSE_SERVER` for this process, and stopped
-/// when the process exits.
+/// when the process exits. On PipeWire each test that asks for it gets the fixture's defaults back
+/// (``PrivatePulseServer/restoreDefaults()``).
 public enum TestSound {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var shared: PrivatePulseServer?
@@ -10,7 +11,10 @@ public enum TestSound {
     public static func server() throws -> PrivatePulseServer {
         lock.lock()
         defer { lock.unlock() }
-        if let shared { return shared }
+        if let shared {
+            if shared.kind == .pipewire { shared.restoreDefaults() }
+            return shared
+        }
         let server = try PrivatePulseServer(kind: .fromEnvironment)
         server.makeDefaultForThisProcess()
         shared = server
