@@ -7,7 +7,10 @@
 int openavf_sem_wait_monotonic(sem_t *sem, double seconds) {
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
-    if (seconds < 0) seconds = 0;
+    // NaN and negative waits end at once; no wait is longer than about 30 years (the cast below
+    // must stay in range).
+    if (!(seconds > 0)) seconds = 0;
+    if (seconds > 1e9) seconds = 1e9;
     long long whole = (long long)seconds;
     long long nanos = deadline.tv_nsec + (long long)((seconds - (double)whole) * 1e9);
     deadline.tv_sec += (time_t)(whole + nanos / 1000000000LL);

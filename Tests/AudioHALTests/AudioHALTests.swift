@@ -96,6 +96,8 @@ final class WakeupTests: XCTestCase {
         let waited = Double(hostNow() - start) / 1e9
         XCTAssertGreaterThanOrEqual(waited, 0.05, "the wait ended before its timeout")
         XCTAssertLessThan(waited, 5, "the wait outlived its timeout by seconds")
+        XCTAssertFalse(wakeup.wait(timeout: -1), "a negative timeout ends at once")
+        XCTAssertFalse(wakeup.wait(timeout: .nan), "so does NaN")
         Thread { wakeup.signal() }.start()
         XCTAssertTrue(wakeup.wait(timeout: 5), "another thread's post wakes the waiter")
     }
