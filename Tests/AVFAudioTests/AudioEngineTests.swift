@@ -310,7 +310,6 @@ final class AudioEngineServerTests: XCTestCase {
         XCTAssertNotNil(engine.mainMixerNode.lastRenderTime == nil ? 1 : nil, "no render time once stopped")
     }
 
-    /// The tenths of a second of `source` (the 2 s chirp) that `x`, from `lag`, matches below 0.98.
     func testATapOnTheInputNodeRecordsTheMicrophone() throws {
         let server = try TestSound.server()
         let engine = AVAudioEngine()
