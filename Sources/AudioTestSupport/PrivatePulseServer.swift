@@ -305,9 +305,14 @@ public final class PrivatePulseServer: @unchecked Sendable {
     /// keep it after the test that caused it has ended: in one CI preview (2026-12-04) three tests
     /// of three classes in a row found another default source. A test that changes a default puts
     /// it back itself; this catches what the session manager did.
+    ///
+    /// One `pactl info` reads both defaults, so that the usual case (nothing moved) costs one
+    /// client process per test.
     public func restoreDefaults() {
-        for (kind, name) in [("sink", "speaker"), ("source", "micfeed.monitor")] {
-            guard let now = try? pactl(["get-default-\(kind)"]).trimmingCharacters(in: .whitespacesAndNewlines), now != name else { continue }
+        guard let info = try? pactl(["info"]).split(separator: "\n") else { return }
+        for (kind, label, name) in [("sink", "Default Sink: ", "speaker"), ("source", "Default Source: ", "micfeed.monitor")] {
+            let now = info.first { $0.hasPrefix(label) }.map { String($0.dropFirst(label.count)) } ?? ""
+            guard now != name else { continue }
             print("the default \(kind) was \(now.isEmpty ? "none" : now); set back to \(name)")
             _ = try? pactl(["set-default-\(kind)", name])
         }
