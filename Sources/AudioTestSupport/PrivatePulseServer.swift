@@ -82,9 +82,19 @@ public final class PrivatePulseServer: @unchecked Sendable {
     /// A shell that runs a command and ends it when this process is gone, so that a crashed owner
     /// leaves nothing running.
     private func watched(_ arguments: [String], environment: [String: String], log: String? = nil) throws -> ChildProcess {
-        let redirect = log.map { " >\($0) 2>&1" } ?? ""
-        let script = "\"$@\"\(redirect) & k=$!; while kill -0 \(getpid()) 2>/dev/null && kill -0 $k 2>/dev/null; do sleep 1; done; kill $k 2>/dev/null"
+        let script = Self.watchdog(redirect: log.map { " >\($0) 2>&1" } ?? "")
         return try ChildProcess("/bin/sh", ["-c", script, "watched"] + arguments, environment: environment, ownProcessGroup: true)
+    }
+
+    /// The script of a watchdog shell: it runs `"$@"` (output sent as `redirect` says) and ends it
+    /// within a second of this process's end. A dead process is gone even while it is a zombie:
+    /// `swift test` reaps its test process only once the output pipe closes, and the watchdogs,
+    /// holding that pipe and taking `kill -0`'s word that the zombie lived, kept a crashed run
+    /// hanging for good.
+    static func watchdog(redirect: String = "") -> String {
+        let stat = "/proc/\(getpid())/stat"
+        let ownerAlive = "alive() { [ -r \(stat) ] || return 1; read -r s < \(stat); s=${s##*) }; [ \"${s%% *}\" != Z ]; }"
+        return "\(ownerAlive); \"$@\"\(redirect) & k=$!; while alive && kill -0 $k 2>/dev/null; do sleep 1; done; kill $k 2>/dev/null"
     }
 
     /// PipeWire: a D-Bus session bus, `pipewire`, `wireplumber` and `pipewire-pulse` in
@@ -214,8 +224,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
                 // A watchdog shell runs the keeper and ends it when this process is gone, so that
                 // a crashed owner leaves no client behind and the server exits on its own
                 // (--exit-idle-time).
-                let keeper = "\"$@\" & k=$!; while kill -0 \(getpid()) 2>/dev/null && kill -0 $k 2>/dev/null; do sleep 1; done; kill $k 2>/dev/null"
-                keepers.append(try ChildProcess("/bin/sh", ["-c", keeper, "keeper", pacat,
+                keepers.append(try ChildProcess("/bin/sh", ["-c", Self.watchdog(), "keeper", pacat,
                     "--playback", "--device=\(sink)", "--raw", "--format=float32le", "--rate=\(sampleRate)",
                     "--channels=\(channels)", "--latency-msec=10", "--client-name=openavf-keeper", "--volume=0", "/dev/zero",
                 ], environment: environment, ownProcessGroup: true))

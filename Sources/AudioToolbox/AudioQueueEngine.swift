@@ -26,7 +26,8 @@ struct CompletedItem: BitwiseCopyable {
     var hostTime: UInt64
 }
 
-/// Per-channel peak and sum of squares over one render or capture call.
+/// Per-channel peak and sum of squares over at least ``AudioQueueEngine/meterBlockSeconds`` of
+/// render or capture calls.
 struct MeterBlock: BitwiseCopyable {
     var peak: (Float, Float, Float, Float, Float, Float, Float, Float) = (0, 0, 0, 0, 0, 0, 0, 0)
     var sumSquares: (Float, Float, Float, Float, Float, Float, Float, Float) = (0, 0, 0, 0, 0, 0, 0, 0)
@@ -56,7 +57,11 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
 
     let pending: SPSCRing<QueueItem>
     let completed: SPSCRing<CompletedItem>
+    /// Levels in blocks of at least ``meterBlockSeconds``: the ring's 256 hold five seconds, so a
+    /// reader that waits a second between reads still gets that whole second (one block per
+    /// server period held 0.64 s at 2.5 ms periods: a read after 3 s saw the first 0.64 s only).
     let meters = SPSCRing<MeterBlock>(minimumCapacity: 256)
+    static let meterBlockSeconds = 0.02
     let wakeup = Wakeup()
     /// Frame `sampleTime` of the queue timeline is heard (or was captured) at `hostTime`.
     let anchor = TimeAnchor()
@@ -99,6 +104,9 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
     private var volume: Float = 1
     private var volumeTarget: Float = 1
     private var volumeStep: Float = 0
+    /// The meter block being gathered; pushed once it spans ``meterBlockSeconds`` and the ring has
+    /// room (while full, later calls go on adding to it).
+    private var meterBlock = MeterBlock()
 
     init(isOutput: Bool, channels: Int, sampleRate: Double, capacity: Int) {
         self.isOutput = isOutput
@@ -123,7 +131,7 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
         var signal = false
         defer {
             if written < frames { (output + written * sc).update(repeating: 0, count: (frames - written) * sc) }
-            if metering.load(ordering: .relaxed) { measure(output, frames: produced, channels: sc) }
+            if metering.load(ordering: .relaxed) { measure(output, frames: produced, channels: sc) } else { meterBlock = MeterBlock() }
             if signal { notify() }
         }
         // Not started: write nothing, so that the server holds no silence ahead of the first
@@ -293,7 +301,11 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
         guard armed.load(ordering: .acquiring), !paused.load(ordering: .acquiring) else { return }
         // An app that muted its input records silence (and meters it).
         let muted = processInputMuted.load(ordering: .relaxed)
-        if metering.load(ordering: .relaxed) && !muted { measure(input, frames: frames, channels: qc) }
+        if !metering.load(ordering: .relaxed) {
+            meterBlock = MeterBlock()
+        } else if !muted {
+            measure(input, frames: frames, channels: qc)
+        }
         let nanosPerFrame = 1e9 / sampleRate
         if !started {
             // A start time (host clock): frames captured before it are not recorded.
@@ -339,8 +351,8 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
     }
 
     private func measure(_ samples: UnsafePointer<Float>, frames: Int, channels: Int) {
-        var block = MeterBlock()
-        block.frames = frames
+        var block = meterBlock
+        block.frames += frames
         withUnsafeMutableBytes(of: &block.peak) { peakRaw in
             withUnsafeMutableBytes(of: &block.sumSquares) { sumRaw in
                 let peak = peakRaw.bindMemory(to: Float.self)
@@ -356,7 +368,9 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
                 }
             }
         }
-        meters.push(block)
+        // Offline rendering (no wake-ups: the caller renders and reads in turn) hands over each call.
+        let whole = Double(block.frames) >= Self.meterBlockSeconds * sampleRate || !signalsWakeup.load(ordering: .relaxed)
+        meterBlock = whole && meters.push(block) ? MeterBlock() : block
     }
 
     // MARK: Control side (inside withCallbacksBlocked, or before the stream exists)
