@@ -1,4 +1,5 @@
 import CSpeexDSP
+import Synchronization
 import CWebRTCAudioProcessing
 
 /// Echo cancellation, noise suppression and gain control for a call's microphone, with what the
@@ -121,6 +122,43 @@ package final class VoiceProcessor: @unchecked Sendable {
     }
     /// How many moves of the echo path the follower found (a count for measurements).
     package private(set) var movesFollowed = 0
+
+    /// A change of where the canceller's reference is read (speex only), for a measurement to
+    /// print when the echo came back: which 10 ms frame it came in (counted by
+    /// ``estimate(far:near:)``), what it was, and by how many samples at ``sampleRate``.
+    package struct ReferenceEvent: Sendable, CustomStringConvertible {
+        package enum Kind: Sendable {
+            /// The delay estimate's first delay, or a new one within a few milliseconds.
+            case delay
+            /// A new delay far from the last: the canceller started over.
+            case startOver
+            /// The caller's lining-up of the far end moved (``moveReference(by:)``).
+            case lining
+            /// The follower found the echo path moved inside the filter.
+            case follower
+        }
+        package let frame: Int
+        package let kind: Kind
+        /// The delay taken (``Kind/delay``, ``Kind/startOver``), or the move.
+        package let samples: Int
+        package var description: String { "frame \(frame): \(kind) \(samples)" }
+    }
+    /// The first ``referenceEvents``' capacity of them, in order (the processing thread writes;
+    /// read any time).
+    package var referenceEvents: [ReferenceEvent] { Array(UnsafeBufferPointer(start: eventLog, count: eventCount.load(ordering: .acquiring))) }
+    private static let eventCapacity = 32
+    private let eventLog: UnsafeMutablePointer<ReferenceEvent>
+    private let eventCount = Atomic<Int>(0)
+    /// Frames seen by ``estimate(far:near:)`` (the processing thread's).
+    private var framesEstimated = 0
+
+    /// Notes an event (processing thread; nothing once the log is full, no allocation).
+    private func note(_ kind: ReferenceEvent.Kind, _ samples: Int) {
+        let n = eventCount.load(ordering: .relaxed)
+        guard n < Self.eventCapacity else { return }
+        (eventLog + n).initialize(to: ReferenceEvent(frame: framesEstimated, kind: kind, samples: samples))
+        eventCount.store(n + 1, ordering: .releasing)
+    }
     /// speex only: the last frames the canceller was given (microphone and reference, newest
     /// last; ``replayFrames`` and the follower's longest move), replayed after a move
     /// (``replay(movedBy:)``), and where a replay's output goes.
@@ -169,6 +207,7 @@ package final class VoiceProcessor: @unchecked Sendable {
         outShorts = .allocate(capacity: nb)
         zeros = .allocate(capacity: referenceLength)
         zeros.initialize(repeating: 0, count: referenceLength)
+        eventLog = .allocate(capacity: Self.eventCapacity)
         historyLength = Int(Double(sampleRate) * Self.maximumEchoDelay) + 2 * frameLength + referenceLead
         farHistory = .allocate(capacity: historyLength)
         farHistory.initialize(repeating: 0, count: historyLength)
@@ -241,6 +280,7 @@ package final class VoiceProcessor: @unchecked Sendable {
         farShorts.deallocate()
         outShorts.deallocate()
         zeros.deallocate()
+        eventLog.deallocate()
         farHistory.deallocate()
         delayedFar.deallocate()
         recentNear.deallocate()
@@ -298,6 +338,7 @@ package final class VoiceProcessor: @unchecked Sendable {
     /// and passes it to ``process(near:reference:)``. Does nothing for webrtc (its delay stays 0:
     /// it finds the delay itself).
     package func estimate(far: UnsafePointer<Float>?, near: UnsafePointer<Float>) {
+        framesEstimated += 1
         guard let found = estimatorRef?._withUnsafeGuaranteedRef({ e -> Int? in
             e.push(far: far ?? UnsafePointer(zeros), near: near, count: frameLength)
             return e.delay
@@ -320,14 +361,17 @@ package final class VoiceProcessor: @unchecked Sendable {
         }
         candidateFrames += 1
         guard !delayFound || candidateFrames >= 5 else { return }
+        let first = !delayFound
         delayFound = true
         candidateFrames = 0
         // An echo that moved more than a few milliseconds took another way (a route change, a
         // device's latency): the filter's taps are the old way's, off by a fraction of a block
         // wherever the reference now lands, and unlearning them took speex 1.5 s longer than
         // learning afresh. It starts over; the suppressor, noise estimate and gain keep theirs.
-        if abs(wanted - referenceDelay) > sampleRate / 200, let echo { speex_echo_state_reset(echo) }
+        let startsOver = abs(wanted - referenceDelay) > sampleRate / 200 && echo != nil
+        if startsOver, let echo { speex_echo_state_reset(echo) }
         let delay = min(wanted, Self.longestReferenceDelay(sampleRate))
+        if startsOver || delay != referenceDelay { note(startsOver && !first ? .startOver : .delay, delay) }
         // The reference jumps: what the follower learnt of the path is the old alignment's.
         if delay != referenceDelay { follower.reset() }
         referenceDelay = delay
@@ -400,6 +444,7 @@ package final class VoiceProcessor: @unchecked Sendable {
                 if moved != 0 && (0...Self.longestReferenceDelay(sampleRate)).contains(referenceDelay + wide) {
                     replay(echo, movedBy: moved, wide: wide, from: follower.moveStart)
                     movesFollowed += 1
+                    note(.follower, wide)
                     shiftEcho(by: wide)
                 }
             }
@@ -500,7 +545,10 @@ package final class VoiceProcessor: @unchecked Sendable {
     /// the reference the canceller sees stays where it was (a caller reading its far end
     /// ``referenceDelay`` before the lined-up frame reads the same samples as before). A
     /// real-time thread may call it.
-    package func moveReference(by frames: Int) { shiftEcho(by: frames) }
+    package func moveReference(by frames: Int) {
+        if frames != 0 && estimator != nil { note(.lining, frames) }
+        shiftEcho(by: frames)
+    }
 
     /// The echo comes `frames` later behind the reference than it did (the caller's lining-up
     /// moved, or the path itself): the reference is read as much earlier, and the delay estimate

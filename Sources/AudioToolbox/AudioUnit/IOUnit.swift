@@ -410,6 +410,9 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         return noErr
     }
 
+    /// What moved the running voice link's canceller reference (``voiceReferenceEvents(_:)``).
+    fileprivate var voiceReferenceEvents: [String]? { lock.withLock { _ in voiceLink?.referenceEvents } }
+
     private func closeStreams() {
         voiceSettings?.ducking.stop()
         playStream?.close()
@@ -743,4 +746,11 @@ struct PCMShape {
         let size = UInt32(frames * bytesPerSample * (interleaved ? channels : 1))
         for b in 0..<min(list.count, interleaved ? 1 : channels) { list[b].mDataByteSize = size }
     }
+}
+
+/// While a voice-processing unit runs: what moved its canceller's reference so far (the delays
+/// taken, start-overs, the lining-up's and the follower's moves, by 10 ms frame), for a
+/// measurement to print; nil for another unit or one not running.
+package func voiceReferenceEvents(_ unit: AudioUnit) -> [String]? {
+    (liveUnits.lookup(unit) as? IOUnit)?.voiceReferenceEvents
 }

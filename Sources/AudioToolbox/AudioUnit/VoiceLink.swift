@@ -258,6 +258,9 @@ final class VoiceLink: @unchecked Sendable {
         return ready
     }
 
+    /// What moved the canceller's reference so far (``VoiceProcessor/referenceEvents``).
+    var referenceEvents: [String] { processor.referenceEvents.map(\.description) }
+
     /// The processed output ``captured(_:frames:time:)`` made ready.
     var output: UnsafePointer<Float> { UnsafePointer(clientOut) }
     private(set) var outputHostTime: UInt64 = 0
