@@ -93,7 +93,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
     /// hanging for good.
     static func watchdog(redirect: String = "") -> String {
         let stat = "/proc/\(getpid())/stat"
-        let ownerAlive = "alive() { [ -r \(stat) ] || return 1; read -r s < \(stat); s=${s##*) }; [ \"${s%% *}\" != Z ]; }"
+        let ownerAlive = "alive() { [ -r \(stat) ] || return 1; read -r s 2>/dev/null < \(stat); s=${s##*) }; [ \"${s%% *}\" != Z ]; }"
         return "\(ownerAlive); \"$@\"\(redirect) & k=$!; while alive && kill -0 $k 2>/dev/null; do sleep 1; done; kill $k 2>/dev/null"
     }
 
