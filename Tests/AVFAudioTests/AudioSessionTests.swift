@@ -362,8 +362,16 @@ extension AudioSessionServerTests {
         _ = try playTone()
         let module = try server.pactl(["load-module", "module-null-sink", "sink_name=phones", "sink_properties=device.form_factor=headphone"])
             .trimmingCharacters(in: .whitespacesAndNewlines)
+        defer { _ = try? server.pactl(["unload-module", module]) }
+        // The server's own word beside the session's (a CI preview's PipeWire suite once saw no
+        // route change in 3 s).
+        let events = try ServerEventWatch(server: server)
+        let asked = Date()
         _ = try server.pactl(["set-default-sink", "phones"])
-        XCTAssertTrue(waitUntil(timeout: 3) { session.currentRoute.outputs.first?.portType == .headphones && !log.all.isEmpty }, "no route change to headphones")
+        defer { _ = try? server.pactl(["set-default-sink", "speaker"]) }
+        let routed = waitUntil(timeout: 5) { session.currentRoute.outputs.first?.portType == .headphones && !log.all.isEmpty }
+        let said = events.first("'change' on server", after: asked).map { String(format: "after %.1f ms", $0.timeIntervalSince(asked) * 1000) } ?? "never"
+        XCTAssertTrue(routed, "no route change to headphones (the server said its default changed: \(said))")
         let arrived = try XCTUnwrap(log.all.last)
         XCTAssertEqual(arrived.info[AVAudioSessionRouteChangeReasonKey] as? UInt, AVAudioSession.RouteChangeReason.newDeviceAvailable.rawValue)
         let count = log.all.count
