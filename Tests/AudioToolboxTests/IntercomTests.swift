@@ -89,16 +89,16 @@ final class IntercomTests: XCTestCase {
         // call plays earlier or later, which a listener does not hear but one alignment for the
         // whole call would count as lost words. The figure is the halves' mean, weighted by
         // loudness.
-        var weighted = 0.0, weights = 0.0, halves: [String] = []
+        var weighted = 0.0, weights = 0.0, halves: [String] = [], jumps: [String] = []
         var lag = head.lag - (onset + headStart)
-        /// `length` samples of the words from `at`, found in what the speaker played within two
-        /// packets of `lag`: the correlation, the lag to go on with (the one found, where the
-        /// piece has sound and fits), and the piece's energy; nil past the recording's end.
-        func lineUp(at: Int, length: Int, lag: Int) -> (correlation: Double, lag: Int, energy: Double)? {
+        /// `length` samples of the words from `at`, found in what the speaker played within
+        /// `reach` (two packets) of `lag`: the correlation, the lag to go on with (the one found,
+        /// where the piece has sound and fits), and the piece's energy; nil past the recording's end.
+        func lineUp(at: Int, length: Int, lag: Int, reach: Int = 1920) -> (correlation: Double, lag: Int, energy: Double)? {
             let piece = Array(heard[at..<(at + length)])
-            let from = max(0, at + lag - 1920)
-            guard from + length + 3840 <= played.count else { return nil }
-            let found = SignalAnalysis.align(piece, in: Array(played[from..<(from + length + 3840)]), maxLag: 3840)
+            let from = max(0, at + lag - reach)
+            guard from + length + 2 * reach <= played.count else { return nil }
+            let found = SignalAnalysis.align(piece, in: Array(played[from..<(from + length + 2 * reach)]), maxLag: 2 * reach)
             let fits = found.correlation > 0.5 && SignalAnalysis.rmsDB(piece[...]) > -40
             return (found.correlation, fits ? from + found.lag - at : lag, piece.reduce(0.0) { $0 + Double($1) * Double($1) })
         }
@@ -123,12 +123,22 @@ final class IntercomTests: XCTestCase {
                     lag = quarterLag
                 }
             }
+            if correlation < 0.5, let wide = lineUp(at: start, length: 24000, lag: lag, reach: 24000), wide.correlation >= 0.8 {
+                // Not within two packets, but within half a second: the call's delay jumped (on a
+                // busy PipeWire once, from 1.5 s on, every half then read 0.12–0.24), a gap a
+                // listener hears once, not words lost for the rest of the call. The half it
+                // happened in still counts what it lost.
+                jumps.append(String(format: "%+.0f ms at %.1f s", Double(wide.lag - lag) / 48, Double(start - onset) / 48000))
+                correlation = wide.correlation
+                lag = wide.lag
+            }
             weighted += correlation * half.energy
             weights += half.energy
             halves.append(String(format: correlation != half.correlation ? "%.2f(q)" : "%.2f", correlation))
         }
         let intelligible = weights > 0 ? weighted / weights : 0
-        print(String(format: "intercom: correlation with the words sent %.3f (half seconds lined up: ", intelligible) + halves.joined(separator: " ") + ")")
+        print(String(format: "intercom: correlation with the words sent %.3f (half seconds lined up: ", intelligible) + halves.joined(separator: " ") + ")"
+              + (jumps.isEmpty ? "" : "; the call's delay jumped " + jumps.joined(separator: ", ")))
         XCTAssertGreaterThanOrEqual(intelligible, 0.8, "the words through the call")
         // Mouth to ear: from when the microphone captured a sample to when the speaker played it,
         // by the two recordings' capture times, over the second of words lined up first.
