@@ -395,8 +395,10 @@ final class IOUnitServerTests: XCTestCase {
         let heard = capture.stop()[0]
         // The reader takes whole requests or nothing: where the input was late it plays one
         // request of silence (at most 20 ms, the default I/O buffer) and the rest a request
-        // later. Nothing is lost or repeated: with such a silence taken out, what the speaker
-        // played is the source.
+        // later. Nothing is lost or repeated: with such silences taken out, what the speaker
+        // played is the source. Each silence adds a request to the slack, so they stop once the
+        // slack covers how late the input comes: all together no more than one I/O buffer
+        // (pipewire-pulse asked for 64 frames at a time in one CI preview and played two).
         let first = try XCTUnwrap(heard.firstIndex { abs($0) > 0.05 }, "nothing played through")
         let last = heard.lastIndex { abs($0) > 0.05 } ?? first
         var cleaned: [Float] = [], silences: [Int] = []
@@ -411,8 +413,7 @@ final class IOUnitServerTests: XCTestCase {
             }
             i = max(j, i + 1)
         }
-        XCTAssertLessThanOrEqual(silences.count, 1, "silences inside what was played through: \(silences)")
-        XCTAssertLessThanOrEqual(silences.max() ?? 0, 960, "a silence longer than one request")
+        XCTAssertLessThanOrEqual(silences.reduce(0, +), 960, "silences inside what was played through, more than one I/O buffer: \(silences)")
         let found = SignalAnalysis.align(source, in: cleaned, maxLag: cleaned.count - source.count)
         XCTAssertGreaterThanOrEqual(found.correlation, 0.98, "what the speaker played vs the microphone's source, at lag \(found.lag)")
     }
