@@ -130,7 +130,10 @@ public final class VoiceUnitCall: @unchecked Sendable {
     /// the far end's start to the recording's end.
     public func callOnce() throws -> (recording: [Float], farStart: Int, captureCPU: Double) {
         try start()
-        defer { stop() }
+        defer {
+            lastReferenceEvents = voiceReferenceEvents(unit) ?? []
+            stop()
+        }
         guard waitUntil(timeout: 5, { self.recordedFrames >= Int(self.rate / 2) }) else { throw Self.failure("no input") }
         guard let before = Self.threadCPU(captureThread) else { throw Self.failure("the capture thread's CPU clock cannot be read") }
         playFarEnd()
@@ -152,6 +155,11 @@ public final class VoiceUnitCall: @unchecked Sendable {
     /// `bySecond`: the loss (dB) over each whole second of the far end from its second 2 on, NaN
     /// where it is mostly silence (a long call's figure is the RMS over all of it, where one bad
     /// second weighs like minutes of good ones; these say which seconds it was).
+    /// What moved the canceller's reference in the last ``callOnce()``, read as it ended
+    /// (`voiceReferenceEvents`: delays taken, start-overs, the lining-up's and the follower's
+    /// moves, by 10 ms frame); empty when bypassed.
+    public private(set) var lastReferenceEvents: [String] = []
+
     public func echoLoss() throws -> (echo: Double, left: Double, lag: Int, bypassedCPU: Double, processedCPU: Double, bySecond: [Double]) {
         let farEnd = Array(UnsafeBufferPointer(start: far, count: farCount))
         set(kAUVoiceIOProperty_BypassVoiceProcessing, true)
