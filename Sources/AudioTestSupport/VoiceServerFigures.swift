@@ -20,12 +20,35 @@ extension VoiceUnitCall {
         // The words' seconds 1 to 3 found in the recording: where the talker began.
         let second = Int(rate)
         let found = SignalAnalysis.align(Array(clean[second..<(3 * second)]), in: recording, maxLag: max(0, recording.count - 2 * second))
-        guard found.correlation > 0.5 else { throw Self.failure("the talker's words are not in the recording (correlation \(found.correlation))") }
+        guard found.correlation > 0.5 else {
+            let level = SignalAnalysis.rmsDB(recording[...]), played = SignalAnalysis.rmsDB(near[...])
+            throw Self.failure(String(format: "the talker's words are not in the recording (correlation %.3f; the recording at %.1f dBFS, what was played at %.1f)",
+                                      found.correlation, level, played))
+        }
         let start = found.lag - second
         guard start >= 0 else { throw Self.failure("the words began before the recording") }
+        lastSlips = Self.slips(of: clean, in: recording, at: start, second: second)
         var aligned = Array(recording[start..<min(recording.count, start + clean.count)])
         aligned += [Float](repeating: 0, count: clean.count - aligned.count)
         return aligned
+    }
+
+    /// Each second of `clean` (where it speaks) looked for within 10 ms of where it is in
+    /// `recording` when the whole starts at `start`: the seconds found elsewhere (see ``lastSlips``).
+    static func slips(of clean: [Float], in recording: [Float], at start: Int, second: Int) -> [String] {
+        let reach = second / 100
+        var found: [String] = []
+        var k = 0
+        while (k + 1) * second <= clean.count {
+            defer { k += 1 }
+            let piece = Array(clean[(k * second)..<((k + 1) * second)])
+            let from = start + k * second - reach, to = start + (k + 1) * second + reach
+            guard SignalAnalysis.rmsDB(piece[...]) > -50, from >= 0, to <= recording.count else { continue }
+            let best = SignalAnalysis.align(piece, in: Array(recording[from..<to]), maxLag: 2 * reach)
+            let shift = best.lag - reach
+            if best.correlation > 0.5 && abs(shift) > 1 { found.append(String(format: "second %d: %+d (%.2f)", k, shift, best.correlation)) }
+        }
+        return found
     }
 
     /// Issue 14's lines 2–4 through a voice-processing unit on the private server, with the
@@ -43,12 +66,19 @@ extension VoiceUnitCall {
         let talking = VoiceSignals.speaking(near, sampleRate: rate)
         let call = try VoiceUnitCall(far: far, rate: Double(rate), recordSeconds: 14)
         var figures = VoiceSignals.Figures()
+        /// A talk, its failure saying which.
+        func stage(_ what: String, _ talk: () throws -> [Float]) throws -> [Float] {
+            do { return try talk() } catch let failure as PrivatePulseServer.Failure {
+                throw PrivatePulseServer.Failure(description: "\(what): \(failure.description)")
+            }
+        }
 
         // 2. Double talk: the near talker alone, then over the far end's echo (gain control off,
         // as offline: it would even the two out).
         call.set(kAUVoiceIOProperty_VoiceProcessingEnableAGC, false)
-        let alone = try call.talk(near, clean: near, server: server, withFarEnd: false)
-        let both = try call.talk(near, clean: near, server: server, withFarEnd: true)
+        let alone = try stage("the near talker alone") { try call.talk(near, clean: near, server: server, withFarEnd: false) }
+        let both = try stage("double talk") { try call.talk(near, clean: near, server: server, withFarEnd: true) }
+        figures.slips += call.lastSlips.map { "double talk, " + $0 }
         figures.doubleTalkCorrelation = VoiceSignals.correlation(both, near, where: talking, sampleRate: rate, from: 200)
         figures.doubleTalkLevel =
             VoiceSignals.speechRMS(both, where: talking, sampleRate: rate, from: 200) - VoiceSignals.speechRMS(alone, where: talking, sampleRate: rate, from: 200)
@@ -56,7 +86,8 @@ extension VoiceUnitCall {
         // 3. Steady noise at −35 dBFS with the words: between them, and the words kept.
         let noise = VoiceSignals.noise(count: near.count, dBFS: -35, seed: 2)
         let noisy = zip(near, noise).map { $0 + $1 }
-        let denoised = try call.talk(noisy, clean: near, server: server, withFarEnd: false)
+        let denoised = try stage("words under noise") { try call.talk(noisy, clean: near, server: server, withFarEnd: false) }
+        figures.slips += call.lastSlips.map { "words under noise, " + $0 }
         let gaps = VoiceSignals.silent(near, sampleRate: rate)
         figures.noiseReduction =
             VoiceSignals.speechRMS(noisy, where: gaps, sampleRate: rate, from: 100) - VoiceSignals.speechRMS(denoised, where: gaps, sampleRate: rate, from: 100)
@@ -65,11 +96,11 @@ extension VoiceUnitCall {
         // 4. Gain control on: a quiet talker after 3 s, and a loud one's peaks.
         call.set(kAUVoiceIOProperty_VoiceProcessingEnableAGC, true)
         let quietTalker = VoiceSignals.scaled(talker, toSpeechRMS: -40, sampleRate: rate)
-        let quiet = try call.talk(quietTalker, clean: quietTalker, server: server, withFarEnd: false)
+        let quiet = try stage("a quiet talker") { try call.talk(quietTalker, clean: quietTalker, server: server, withFarEnd: false) }
         figures.quietTalkerLevel = VoiceSignals.speechRMS(quiet, where: talking, sampleRate: rate, from: 300)
         let peak = talker.map { abs($0) }.max() ?? 1
         let loudTalker = talker.map { $0 / peak * 0.5 }  // peaks at −6 dBFS
-        let loud = try call.talk(loudTalker, clean: loudTalker, server: server, withFarEnd: false)
+        let loud = try stage("a loud talker") { try call.talk(loudTalker, clean: loudTalker, server: server, withFarEnd: false) }
         figures.loudTalkerPeak = 20 * log10(Double(loud.map { abs($0) }.max() ?? 0) + 1e-12)
         return figures
     }

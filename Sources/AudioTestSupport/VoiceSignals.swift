@@ -165,6 +165,9 @@ public enum VoiceSignals {
         package var loudTalkerPeak = 0.0
         /// Milliseconds of CPU per second of audio, all stages on.
         package var cpu = 0.0
+        /// On the server: where the words slipped in the recordings the figures are taken from
+        /// (``VoiceUnitCall/lastSlips``, by what was measured).
+        package var slips: [String] = []
     }
 
     private static func run(_ library: VoiceProcessor.Library, rate: Int, stages: VoiceProcessor.Stages, near: [Float], far: [Float]?) throws -> [Float] {

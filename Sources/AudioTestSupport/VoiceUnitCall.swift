@@ -145,6 +145,18 @@ public final class VoiceUnitCall: @unchecked Sendable {
         return (recording, start, after - before)
     }
 
+    /// What moved the canceller's reference in the last ``callOnce()``, read as it ended
+    /// (`voiceReferenceEvents`: delays taken, start-overs, the lining-up's and the follower's
+    /// moves, by 10 ms frame); empty when bypassed.
+    public private(set) var lastReferenceEvents: [String] = []
+
+    /// Where the words slipped in the last ``talk(_:clean:server:withFarEnd:)``: each second of
+    /// the clean words that fits the recording best a few samples off the place the whole
+    /// recording was lined up at ("second 5: +120 (0.93)": later by 120 samples there, the
+    /// correlation at that lag). A slip is a stretch the feed or the capture lost or gained (the
+    /// words' figure is taken at one lag, and falls after it); empty when none.
+    public internal(set) var lastSlips: [String] = []
+
     /// Issue 14's first line through the unit on the private server: the far end played once
     /// bypassed (what the microphone hears: the echo) and once processed (gain control off, as
     /// the echo's loss is measured), each over the far end's speech frames from 2 s after it
@@ -155,11 +167,6 @@ public final class VoiceUnitCall: @unchecked Sendable {
     /// `bySecond`: the loss (dB) over each whole second of the far end from its second 2 on, NaN
     /// where it is mostly silence (a long call's figure is the RMS over all of it, where one bad
     /// second weighs like minutes of good ones; these say which seconds it was).
-    /// What moved the canceller's reference in the last ``callOnce()``, read as it ended
-    /// (`voiceReferenceEvents`: delays taken, start-overs, the lining-up's and the follower's
-    /// moves, by 10 ms frame); empty when bypassed.
-    public private(set) var lastReferenceEvents: [String] = []
-
     public func echoLoss() throws -> (echo: Double, left: Double, lag: Int, bypassedCPU: Double, processedCPU: Double, bySecond: [Double]) {
         let farEnd = Array(UnsafeBufferPointer(start: far, count: farCount))
         set(kAUVoiceIOProperty_BypassVoiceProcessing, true)

@@ -109,6 +109,10 @@ final class VoiceIOUnitTests: XCTestCase {
         call.set(kAUVoiceIOProperty_VoiceProcessingEnableAGC, false)
         let microphone = try SignalCapture(server: server, device: "micfeed.monitor")
         defer { _ = microphone.stop() }
+        // What the second route's speaker plays, beside the microphone: the acoustic path's own
+        // delay, for a path that moves again after the route change (see below).
+        let speaker = try SignalCapture(server: server, device: "speaker2.monitor")
+        defer { _ = speaker.stop() }
         try call.start()
         defer { call.stop() }
         XCTAssertTrue(waitUntil(timeout: 5) { call.recordedFrames >= 24000 }, "no input")
@@ -118,21 +122,84 @@ final class VoiceIOUnitTests: XCTestCase {
             $0.contains("application.process.id = \"\(getpid())\"") && $0.contains("AudioUnit output")
         }
         let index = try XCTUnwrap(stream?.split(separator: "\n").first.map { String($0).trimmingCharacters(in: .whitespaces) }, "the unit's stream")
-        let (unitMark, micMark) = (call.recordedFrames, microphone.frameCount)
+        let speaker2 = try server.pactl(["list", "short", "sinks"]).split(separator: "\n")
+            .first { $0.split(separator: "\t").dropFirst().first == "speaker2" }?.split(separator: "\t").first.map(String.init)
+        let target = try XCTUnwrap(speaker2, "speaker2's index")
+        /// Which sink the unit's stream plays to, as the server says.
+        func sinkOfStream() -> String? {
+            let entry = (try? server.pactl(["list", "short", "sink-inputs"]))?.split(separator: "\n")
+                .first { $0.split(separator: "\t").first.map(String.init) == index }
+            return entry?.split(separator: "\t").dropFirst().first.map(String.init)
+        }
+        let asked = Date()
         _ = try server.pactl(["move-sink-input", index, "speaker2"])
-        XCTAssertTrue(waitUntil(timeout: 10) { call.recordedFrames >= unitMark + 48000 * 5 }, "the input stopped")
-        try microphone.waitFor(frames: micMark + 48000 * 5, timeout: 5)
+        // PulseAudio moves the stream before pactl returns; pipewire-pulse hands the move to
+        // WirePlumber, which moves it 10–25 ms later, or, once in a few runs here, not at all
+        // (the test then passed on the first path's echo): asked again after 3 s, it does. The
+        // re-convergence counts from the move itself.
+        var moved = waitUntil(timeout: 3) { sinkOfStream() == target }
+        if !moved {
+            print("route change: the server had not moved the stream 3 s after it was asked (on \(sinkOfStream() ?? "nothing")); asked again")
+            _ = try server.pactl(["move-sink-input", index, "speaker2"])
+            moved = waitUntil(timeout: 7) { sinkOfStream() == target }
+        }
+        guard moved else { return XCTFail("the server did not move the unit's stream (on \(sinkOfStream() ?? "nothing"))") }
+        let (unitMark, micMark, speakerMark) = (call.recordedFrames, microphone.frameCount, speaker.frameCount)
+        print(String(format: "route change: the server moved the stream %.0f ms after it was first asked", Date().timeIntervalSince(asked) * 1000))
+        let seconds = 8
+        guard waitUntil(timeout: Double(seconds) + 5, { call.recordedFrames >= unitMark + 48000 * seconds }) else { return XCTFail("the input stopped") }
+        try microphone.waitFor(frames: micMark + 48000 * seconds, timeout: 5)
+        try speaker.waitFor(frames: speakerMark + 48000 * seconds, timeout: 5)
         let events = voiceReferenceEvents(call.unit) ?? []
         call.stop()
-        let unit = call.recording, mic = microphone.samples()[0]
-        /// The echo's loss over half a second starting `at` seconds from the move (negative: before).
-        func loss(at seconds: Double) -> Double {
-            let length = 24000, u = unitMark + Int(seconds * 48000), m = micMark + Int(seconds * 48000)
-            return SignalAnalysis.rmsDB(mic[m..<(m + length)]) - SignalAnalysis.rmsDB(unit[u..<(u + length)])
+        let unit = call.recording, mic = microphone.samples()[0], played = speaker.samples()[0]
+        /// The echo's loss over half a second starting `at` seconds from the move (negative:
+        /// before), over its 10 ms frames where the microphone hears the echo (above −50 dBFS:
+        /// the far end's words leave pauses of 0.2–0.4 s, and the loop's end and start together
+        /// about half a second, where there is no echo to lose); nil where that is under 0.1 s.
+        func loss(at seconds: Double) -> Double? {
+            let u = unitMark + Int(seconds * 48000), m = micMark + Int(seconds * 48000)
+            var heard = 0.0, left = 0.0, frames = 0
+            for f in 0..<50 where SignalAnalysis.rmsDB(mic[(m + f * 480)..<(m + f * 480 + 480)]) > -50 {
+                for i in 0..<480 {
+                    heard += Double(mic[m + f * 480 + i]) * Double(mic[m + f * 480 + i])
+                    left += Double(unit[u + f * 480 + i]) * Double(unit[u + f * 480 + i])
+                }
+                frames += 1
+            }
+            return frames >= 10 ? 10 * log10(heard / max(left, 1e-20)) : nil
         }
-        let before = loss(at: -2)
-        let after = stride(from: 0.0, to: 4.5, by: 0.5).map { loss(at: $0) }
-        print("route change: echo loss before \(String(format: "%.1f", before)) dB; after, by half seconds: " + after.map { String(format: "%.1f", $0) }.joined(separator: ", "))
+        /// The second path's delay (plus the two captures' fixed offset) over half a second
+        /// starting `at` seconds from the move: where what the speaker played then is found in the
+        /// microphone, up to 400 ms later; nil where the speaker was near silent.
+        func pathLag(at seconds: Double) -> Int? {
+            let p = speakerMark + Int(seconds * 48000), m = micMark + Int(seconds * 48000)
+            let probe = Array(played[p..<(p + 24000)])
+            guard SignalAnalysis.rmsDB(probe[...]) > -45 else { return nil }
+            let found = SignalAnalysis.align(probe, in: Array(mic[m..<min(mic.count, m + 24000 + 19200)]), maxLag: 19200)
+            return found.correlation > 0.5 ? found.lag : nil
+        }
+        let windows = Array(stride(from: 0.0, to: Double(seconds) - 0.5, by: 0.5))
+        let earlier = [-2.5, -2.0, -1.5, -1.0].compactMap { loss(at: $0) }
+        let after = windows.map { loss(at: $0) }, lags = windows.map { pathLag(at: $0) }
+        print("route change: echo loss before, by half seconds: " + earlier.map { String(format: "%.1f", $0) }.joined(separator: ", ")
+            + "; after: " + after.map { $0.map { String(format: "%.1f", $0) } ?? "(no echo)" }.joined(separator: ", "))
+        print("route change: the second path's delay by half seconds (samples, an offset included): " + lags.map { $0.map(String.init) ?? "-" }.joined(separator: ", "))
+        // The test server's loopback is the room. On PipeWire its delay is the buffering the
+        // graph's quantum gives it, and it moved again seconds after the route change in some
+        // runs (27 ms shorter, then 20 ms longer), which the canceller follows as it follows any
+        // path change. Re-convergence is judged on five half seconds from 2 s after the route
+        // change, leaving out those less than 2 s after a later move of the path that the
+        // speaker's and the microphone's captures show (more than 1 ms), and taking later ones
+        // in their place.
+        var moves: [Int] = [], known: Int?
+        for (k, lag) in lags.enumerated() {
+            guard let lag else { continue }
+            if let known, abs(lag - known) > 48, k > 0 { moves.append(k) }
+            known = lag
+        }
+        if !moves.isEmpty { print("route change: the path itself moved again, at half seconds \(moves) after the route change") }
+        let before = try XCTUnwrap(earlier.max(), "no echo heard before the move")
         // What moved the canceller's reference, by 10 ms frame from the call's start: a second
         // start-over once left the echo 8.7 dB down 3 s after the move, in CI only.
         print("route change: moved at frame \(unitMark / 480); the reference: " + events.joined(separator: "; "))
@@ -141,7 +208,9 @@ final class VoiceIOUnitTests: XCTestCase {
         // From 2 s after the move. Measured in 6 runs: 31–32 dB from 1.5 s, 33–52 dB from 2 s
         // (where speex, started over, converges depends on the words it starts on: other
         // versions gave 55–63 from 1.5 s in some runs, 27–36 until 4 s in others).
-        let settled = after[4...]
+        let judged = (4..<after.count).filter { k in !moves.contains { $0 <= k && k < $0 + 4 } }.prefix(5)
+        let settled = judged.compactMap { after[$0] }
+        XCTAssertGreaterThanOrEqual(settled.count, 3, "no echo to judge from 2 s after the route change and the path's moves (half seconds \(Array(judged)))")
         XCTAssertGreaterThanOrEqual(settled.reduce(0, +) / Double(settled.count), 30, "not cancelled again from 2 s after the move")
         XCTAssertGreaterThanOrEqual(settled.min() ?? 0, 25, "the echo came back after the move")
     }
@@ -156,6 +225,9 @@ final class VoiceIOUnitTests: XCTestCase {
         let f = try VoiceUnitCall.serverFigures(server: server, in: dir)
         print(String(format: "through the unit: double talk %.3f, %+.1f dB; noise -%.1f dB, words %.3f; quiet talker %.1f dBFS; loud talker's peak %.1f dBFS",
                      f.doubleTalkCorrelation, f.doubleTalkLevel, f.noiseReduction, f.wordsKept, f.quietTalkerLevel, f.loudTalkerPeak))
+        // A slip of the words inside a recording (seen on a busy PipeWire: words 0.777 once) lowers
+        // its figure from there on; where it was says whether the feed or the unit gave way.
+        if !f.slips.isEmpty { print("through the unit, the words slipped: " + f.slips.joined(separator: "; ")) }
         XCTAssertGreaterThanOrEqual(f.doubleTalkCorrelation, 0.9, "the near voice through double talk")
         XCTAssertGreaterThanOrEqual(f.doubleTalkLevel, -3, "the near voice's level through double talk")
         XCTAssertGreaterThanOrEqual(f.noiseReduction, 15, "noise between words")
