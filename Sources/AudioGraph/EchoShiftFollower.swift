@@ -89,10 +89,11 @@ package final class EchoShiftFollower: @unchecked Sendable {
     /// The caller's reference frame delayed by a wide sample and more (row `k − 1`: by `k` wide
     /// samples, as the band split takes it from the wide reference), filled before each
     /// ``observe(near:reference:residual:count:)`` when ``subdivisions`` > 1.
+    /// Each row holds the frame's ``frameLength`` samples, then ``tail`` more.
     package let phaseFrame: UnsafeMutablePointer<Float>
-    /// Those frames' history, as ``reference``'s (row `k − 1` of ``referenceLength``).
+    /// Those frames' history, as ``reference``'s (row `k − 1` of ``referenceLength`` and ``tail``).
     private let phaseReference: UnsafeMutablePointer<Float>
-    /// For each fraction `k / subdivisions` (k from 1), ``historyLength`` samples: the model's
+    /// For each fraction `k / subdivisions` (k from 1), ``historyLength`` and ``tail`` samples: the model's
     /// estimate from the reference delayed by `k` wide samples, made once per search where a dip
     /// asks (``estimatePhases()``), so that trying a lag between whole ones costs what a whole
     /// one does. (Interpolated between band samples afresh at each try, a debug build's search
@@ -118,11 +119,20 @@ package final class EchoShiftFollower: @unchecked Sendable {
     private var fitFrames = 0
     private var goodFrames = 0
     /// The reference as the canceller was given it, the newest sample last (the frame, the
-    /// longest lag and the filter's length).
+    /// longest lag and the filter's length), then the frame's ``tail``.
     private let reference: UnsafeMutablePointer<Float>
     private let referenceLength: Int
+    /// The reference's samples after its frame that the caller gives with each (its future on
+    /// the canceller's timeline, which the caller has: it reads the reference a delay back),
+    /// up to ``earliest``. A path that shortened by `d` samples puts the echo of the frame's last
+    /// `d` samples of reference in the microphone already; without them a shortening's lag
+    /// explained only the frame's first part, and a voice's pitch period the other way explained
+    /// it all: pipewire-pulse's jump back by a graph cycle (256 samples at 48 kHz) was taken for
+    /// a lengthening of 179 (the echo back, 2 dB down, until the delay estimate started the
+    /// canceller over a second later).
+    package let tail: Int
     /// The microphone and the model's echo estimate for it: the frame and the ``latest`` samples
-    /// before (``historyLength``). (The microphone before the frame was once left at zero: a
+    /// before (``historyLength``); the estimate goes on for the ``tail``. (The microphone before the frame was once left at zero: a
     /// move's start found in the frame before, ``changePoint(movedBy:)``, was then a guess.)
     private let microphone: UnsafeMutablePointer<Float>
     private let estimate: UnsafeMutablePointer<Float>
@@ -150,7 +160,8 @@ package final class EchoShiftFollower: @unchecked Sendable {
         return t >= 0 && t < historyLength ? estimate[t] : 0
     }
 
-    package init(sampleRate: Int, frameLength: Int, filterLength: Int, subdivisions: Int = 1) {
+    /// `tail`: the reference's samples after each frame the caller gives (``tail``).
+    package init(sampleRate: Int, frameLength: Int, filterLength: Int, subdivisions: Int = 1, tail: Int = 0) {
         self.sampleRate = sampleRate
         self.subdivisions = max(1, subdivisions)
         self.frameLength = frameLength
@@ -165,12 +176,14 @@ package final class EchoShiftFollower: @unchecked Sendable {
         earliest = Self.earliest(sampleRate: sampleRate)
         latest = sampleRate / 100
         historyLength = frameLength + latest
+        self.tail = min(max(tail, 0), earliest)
+        let estimated = historyLength + self.tail
         microphone = .allocate(capacity: historyLength)
         microphone.initialize(repeating: 0, count: historyLength)
-        estimate = .allocate(capacity: historyLength)
-        estimate.initialize(repeating: 0, count: historyLength)
-        fractional = .allocate(capacity: max(1, (self.subdivisions - 1) * historyLength))
-        fractional.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * historyLength))
+        estimate = .allocate(capacity: estimated)
+        estimate.initialize(repeating: 0, count: estimated)
+        fractional = .allocate(capacity: max(1, (self.subdivisions - 1) * estimated))
+        fractional.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * estimated))
         leftByLag = .allocate(capacity: earliest + latest + 1)
         leftByLag.initialize(repeating: 1, count: earliest + latest + 1)
         fittedByLag = .allocate(capacity: earliest + latest + 1)
@@ -178,18 +191,18 @@ package final class EchoShiftFollower: @unchecked Sendable {
         fractionByLag = .allocate(capacity: earliest + latest + 1)
         fractionByLag.initialize(repeating: 0, count: earliest + latest + 1)
         referenceLength = historyLength + filterLength
-        phaseFrame = .allocate(capacity: max(1, (self.subdivisions - 1) * frameLength))
-        phaseFrame.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * frameLength))
-        phaseReference = .allocate(capacity: max(1, (self.subdivisions - 1) * referenceLength))
-        phaseReference.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * referenceLength))
+        phaseFrame = .allocate(capacity: max(1, (self.subdivisions - 1) * (frameLength + self.tail)))
+        phaseFrame.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * (frameLength + self.tail)))
+        phaseReference = .allocate(capacity: max(1, (self.subdivisions - 1) * (referenceLength + self.tail)))
+        phaseReference.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * (referenceLength + self.tail)))
         leastSquares = .allocate(capacity: Self.fittedTaps * (Self.fittedTaps + 1))
         leastSquares.initialize(repeating: 0, count: Self.fittedTaps * (Self.fittedTaps + 1))
         fitSums = .allocate(capacity: 2 * Self.fittedTaps)
         fitSums.initialize(repeating: 0, count: 2 * Self.fittedTaps)
         mended = .allocate(capacity: frameLength)
         mended.initialize(repeating: 0, count: frameLength)
-        reference = .allocate(capacity: referenceLength)
-        reference.initialize(repeating: 0, count: referenceLength)
+        reference = .allocate(capacity: referenceLength + self.tail)
+        reference.initialize(repeating: 0, count: referenceLength + self.tail)
     }
 
     deinit {
@@ -372,8 +385,8 @@ package final class EchoShiftFollower: @unchecked Sendable {
         settling = (referenceLength + latest + frameLength - 1) / frameLength
     }
 
-    /// Takes a frame: the microphone before cancellation, the reference it was cancelled with and
-    /// the canceller's output (16-bit, as speex takes them; mended where a move is found: each
+    /// Takes a frame: the microphone before cancellation, the reference it was cancelled with
+    /// (followed by its ``tail``: `count` and ``tail`` samples) and the canceller's output (16-bit, as speex takes them; mended where a move is found: each
     /// millisecond replaced by the microphone less the moved estimate where that is quieter).
     /// Returns how many samples later the echo now comes than the filter expects (negative:
     /// earlier; 0: where it was, or not known); the caller moves the reference by as much from
@@ -384,11 +397,11 @@ package final class EchoShiftFollower: @unchecked Sendable {
         precondition(n == frameLength, "EchoShiftFollower takes a frame at a time")
         reference.update(from: reference + n, count: referenceLength - n)
         let frameReference = reference + referenceLength - n
-        for i in 0..<n { frameReference[i] = Float(given[i]) / 32768 }
+        for i in 0..<(n + tail) { frameReference[i] = Float(given[i]) / 32768 }
         for k in 1..<subdivisions {
-            let history = phaseReference + (k - 1) * referenceLength
+            let history = phaseReference + (k - 1) * (referenceLength + tail)
             history.update(from: history + n, count: referenceLength - n)
-            (history + referenceLength - n).update(from: phaseFrame + (k - 1) * n, count: n)
+            (history + referenceLength - n).update(from: phaseFrame + (k - 1) * (n + tail), count: n + tail)
         }
         var nearEnergy: Float = 0, outEnergy: Float = 0
         microphone.update(from: microphone + n, count: historyLength - n)
@@ -424,6 +437,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
         for i in (historyLength - n)..<historyLength { estimateEnergy += estimate[i] * estimate[i] }
         guard estimateEnergy >= 0.4 * nearEnergy else { return 0 }
         modelEstimate(from: 0, to: historyLength - n)
+        modelEstimate(from: historyLength, to: historyLength + tail)
         let move = search()
         guard move != 0 else { return 0 }
         moveFraction = 0
@@ -473,10 +487,10 @@ package final class EchoShiftFollower: @unchecked Sendable {
     private func unexplained(lag: Int, fraction: Int = 0) -> Float {
         let n = frameLength
         let start = historyLength - n
-        // The estimate's newest sample bounds a negative lag's end: after it, the moved estimate
-        // explains nothing.
-        let end = historyLength - max(0, -lag)
-        let moved = fraction > 0 ? fractional + (fraction - 1) * historyLength : estimate
+        // The estimate's newest sample (the tail's) bounds a negative lag's end: after it, the
+        // moved estimate explains nothing.
+        let end = historyLength - max(0, -lag - tail)
+        let moved = fraction > 0 ? fractional + (fraction - 1) * (historyLength + tail) : estimate
         var movedLeft: Float = 0, energy: Float = 0
         var t = start
         while t < historyLength {
@@ -532,9 +546,9 @@ package final class EchoShiftFollower: @unchecked Sendable {
     private func estimatePhases() {
         phasesEstimated = true
         for k in 1..<subdivisions {
-            let base = phaseReference + (k - 1) * referenceLength + filterLength
-            let out = fractional + (k - 1) * historyLength
-            for t in 0..<historyLength {
+            let base = phaseReference + (k - 1) * (referenceLength + tail) + filterLength
+            let out = fractional + (k - 1) * (historyLength + tail)
+            for t in 0..<(historyLength + tail) {
                 var y: Float = 0
                 for j in 0..<modelTaps { y += modelGains[j] * base[t - modelLags[j]] }
                 out[t] = y
@@ -628,7 +642,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
     /// for), or, for a lengthening, the end of a silent stretch of `lag` samples after the
     /// unmoved part where that leaves less (``gapped(lag:moved:)``).
     private func changePoint(movedBy lag: Int) -> Int {
-        let first = max(0, lag), end = historyLength - max(0, -lag)
+        let first = max(0, lag), end = historyLength - max(0, -lag - tail)
         guard first < end else { return historyLength - frameLength }
         // Splitting at `first`: all of it moved. Each step on moves a sample to the unmoved side.
         var cost: Float = 0
@@ -667,7 +681,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
         let n = frameLength, start = historyLength - n
         for k in 0..<n {
             let t = start + k
-            let moved = t - lag < historyLength ? microphone[t] - estimate[t - lag] : Float(residual[k]) / 32768 * 0.05
+            let moved = t - lag < historyLength + tail ? microphone[t] - estimate[t - lag] : Float(residual[k]) / 32768 * 0.05
             mended[k] = Int16(max(-32768, min(32767, (moved * 32768).rounded())))
         }
         Self.keepQuieter(residual, or: UnsafePointer(mended), count: n, block: max(1, sampleRate / 1000))

@@ -217,7 +217,8 @@ package final class VoiceProcessor: @unchecked Sendable {
         estimatorRef = estimator.map { .passUnretained($0) }
         // speex's filter: whole frames (its impulse response is as long), at its own rate.
         let filterFrames = (Int(Double(bandRate) * Self.echoTail) + nb - 1) / nb
-        follower = EchoShiftFollower(sampleRate: bandRate, frameLength: nb, filterLength: filterFrames * nb, subdivisions: sampleRate / bandRate)
+        follower = EchoShiftFollower(
+            sampleRate: bandRate, frameLength: nb, filterLength: filterFrames * nb, subdivisions: sampleRate / bandRate, tail: bandTail)
         // The filter's blocks and one more: its whole reference history.
         replayFrames = filterFrames + 1
         recentLength = (replayFrames + 1) * nb + follower.latest
@@ -235,8 +236,9 @@ package final class VoiceProcessor: @unchecked Sendable {
         recentWideLength = split.map { $0.factor + $0.lead + recent * $0.factor } ?? 0
         recentWideNear = .allocate(capacity: max(recentWideLength, 1))
         recentWideNear.initialize(repeating: 0, count: max(recentWideLength, 1))
-        recentWideReference = .allocate(capacity: max(recentWideLength, 1))
-        recentWideReference.initialize(repeating: 0, count: max(recentWideLength, 1))
+        // And the frame's tail after it (``referenceTail``), for the follower's phases.
+        recentWideReference = .allocate(capacity: max(recentWideLength + referenceTail, 1))
+        recentWideReference.initialize(repeating: 0, count: max(recentWideLength + referenceTail, 1))
         switch library {
         case .webrtc:
             webrtc = oa_webrtc_new(
@@ -422,13 +424,13 @@ package final class VoiceProcessor: @unchecked Sendable {
                     recentWideNear.update(from: recentWideNear + wide, count: kept)
                     (recentWideNear + kept).update(from: UnsafePointer(near), count: wide)
                     recentWideReference.update(from: recentWideReference + wide, count: kept)
-                    (recentWideReference + kept).update(from: reference + referenceLead, count: wide)
-                    // The frame's reference delayed by a wide sample and more, as the band split
-                    // takes it: the follower tries moves between band samples on them.
+                    (recentWideReference + kept).update(from: reference + referenceLead, count: wide + referenceTail)
+                    // The frame's reference (and its tail) delayed by a wide sample and more, as
+                    // the band split takes it: the follower tries moves between band samples on them.
                     let factor = sampleRate / bandRate, newest = wideMargin + (recentLength - n) * factor
-                    let phases = follower.phaseFrame, history = UnsafePointer(recentWideReference)
+                    let phases = follower.phaseFrame, history = UnsafePointer(recentWideReference), row = n + bandTail
                     splitRef?._withUnsafeGuaranteedRef { split in
-                        for k in 1..<factor { split.decimate(history + newest - k, count: n, into: phases + (k - 1) * n) }
+                        for k in 1..<factor { split.decimate(history + newest - k, count: row, into: phases + (k - 1) * row) }
                     }
                 }
                 let moved = follower.observe(near: nearShorts, reference: farShorts, residual: outShorts, count: n)

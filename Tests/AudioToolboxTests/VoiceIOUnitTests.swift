@@ -186,9 +186,9 @@ final class VoiceIOUnitTests: XCTestCase {
             + "; after: " + after.map { $0.map { String(format: "%.1f", $0) } ?? "(no echo)" }.joined(separator: ", "))
         print("route change: the second path's delay by half seconds (samples, an offset included): " + lags.map { $0.map(String.init) ?? "-" }.joined(separator: ", "))
         // The test server's loopback is the room. On PipeWire its delay is the buffering the
-        // graph's quantum gives it, and it moved again seconds after the route change in some
-        // runs (27 ms shorter, then 20 ms longer), which the canceller follows as it follows any
-        // path change. Re-convergence is judged on five half seconds from 2 s after the route
+        // graph's quantum gives it, and it moves now and then (one run in six here: 256 samples
+        // shorter, a graph cycle, 2.5 s after the route change; the echo came back for 1.5 s),
+        // which the canceller follows as it follows any path change (`VoiceProcessorTests`). Re-convergence is judged on five half seconds from 2 s after the route
         // change, leaving out those less than 2 s after a later move of the path that the
         // speaker's and the microphone's captures show (more than 1 ms), and taking later ones
         // in their place.
