@@ -406,6 +406,9 @@ extension AudioSessionServerTests {
             _ = try? server.pactl(["unload-module", module])
         }
         // The moment, in process (two pactl runs can be half a second apart on a busy machine).
+        // The new sink is a device here once the server's event for it came (a CI preview looked
+        // 40 ms after loading it, on a busy machine, and found none yet).
+        XCTAssertTrue(waitUntil(timeout: 3) { AudioDevices.id(uid: "auto_null") != nil }, "the stand-in never became a device")
         let standIn = try XCTUnwrap(AudioDevices.id(uid: "auto_null")), speaker = try XCTUnwrap(AudioDevices.id(uid: "speaker"))
         XCTAssertEqual(AudioDevices.setDefaultOutput(standIn), noErr)
         XCTAssertEqual(AudioDevices.setDefaultOutput(speaker), noErr)
