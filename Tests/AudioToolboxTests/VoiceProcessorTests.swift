@@ -116,6 +116,21 @@ final class VoiceProcessorTests: XCTestCase {
         }
     }
 
+    /// The far end's echo (40 ms, −6 dB and a reflection) over −70 dBFS noise, its path moved `by`
+    /// samples `at` its sample, through speex with the follower: the echo's loss over the
+    /// `frames` 10 ms frames from the move where it sounds, and the processor.
+    private func lossAfterAMove(of far: [Float], rate: Int, at: Int, by: Int, frames: Int) throws -> (Double, VoiceProcessor) {
+        let echo = VoiceSignals.echo(of: far, sampleRate: rate, moves: [(at: at, by: by)])
+        let microphone = zip(echo, VoiceSignals.noise(count: echo.count, dBFS: -70, seed: 1)).map { $0 + $1 }
+        let processor = try XCTUnwrap(
+            VoiceProcessor(library: .speex, sampleRate: rate, stages: .init(echoCancellation: true, noiseSuppression: true, gainControl: false)))
+        let out = VoiceSignals.process(processor, near: microphone, far: far)
+        var mask = VoiceSignals.speaking(echo, sampleRate: rate)
+        let first = at / (rate / 100)
+        for f in mask.indices where f < first || f >= first + frames { mask[f] = false }
+        return (VoiceSignals.erle(input: microphone, output: out, where: mask, sampleRate: rate, from: first), processor)
+    }
+
     /// A path that shortens by pipewire-pulse's graph cycle (256 samples at 48 kHz, 5.3 ms, as
     /// its streams jump back now and then), and by 120, each in the middle of a word: the
     /// follower finds the move in its frame with the reference's tail (the echo of the frame's
@@ -129,16 +144,7 @@ final class VoiceProcessorTests: XCTestCase {
             try VoiceSignals.speech(VoiceSignals.farText, voice: VoiceSignals.farVoice, sampleRate: rate, in: dir), toSpeechRMS: -20, sampleRate: rate)
         far = Array(far.prefix(9 * rate))
         for by in [-256, -120] {
-            let at = 73 * rate / 10
-            let echo = VoiceSignals.echo(of: far, sampleRate: rate, moves: [(at: at, by: by)])
-            let microphone = zip(echo, VoiceSignals.noise(count: echo.count, dBFS: -70, seed: 1)).map { $0 + $1 }
-            let processor = try XCTUnwrap(
-                VoiceProcessor(library: .speex, sampleRate: rate, stages: .init(echoCancellation: true, noiseSuppression: true, gainControl: false)))
-            let out = VoiceSignals.process(processor, near: microphone, far: far)
-            var mask = VoiceSignals.speaking(echo, sampleRate: rate)
-            let first = at / (rate / 100)
-            for f in mask.indices where f < first || f >= first + 50 { mask[f] = false }
-            let after = VoiceSignals.erle(input: microphone, output: out, where: mask, sampleRate: rate, from: first)
+            let (after, processor) = try lossAfterAMove(of: far, rate: rate, at: 73 * rate / 10, by: by, frames: 50)
             let events = processor.referenceEvents.map(\.description)
             print(String(format: "a path %d samples shorter at 7.3 s: the echo's loss in the half second after %.1f dB; ", by, after) + events.joined(separator: "; "))
             XCTAssertEqual(processor.movesFollowed, 1, "\(by): the move followed")
@@ -159,16 +165,7 @@ final class VoiceProcessorTests: XCTestCase {
             try VoiceSignals.speech(VoiceSignals.farText, voice: VoiceSignals.farVoice, sampleRate: rate, in: dir), toSpeechRMS: -20, sampleRate: rate)
         while far.count < 16 * rate { far += far }
         far = Array(far.prefix(16 * rate))
-        let at = 27 * rate / 2
-        let echo = VoiceSignals.echo(of: far, sampleRate: rate, moves: [(at: at, by: 20)])
-        let microphone = zip(echo, VoiceSignals.noise(count: echo.count, dBFS: -70, seed: 1)).map { $0 + $1 }
-        let processor = try XCTUnwrap(
-            VoiceProcessor(library: .speex, sampleRate: rate, stages: .init(echoCancellation: true, noiseSuppression: true, gainControl: false)))
-        let out = VoiceSignals.process(processor, near: microphone, far: far)
-        var mask = VoiceSignals.speaking(echo, sampleRate: rate)
-        let first = at / (rate / 100)
-        for f in mask.indices where f < first || f >= first + 100 { mask[f] = false }
-        let after = VoiceSignals.erle(input: microphone, output: out, where: mask, sampleRate: rate, from: first)
+        let (after, processor) = try lossAfterAMove(of: far, rate: rate, at: 27 * rate / 2, by: 20, frames: 100)
         print(String(format: "a move of 20 samples at 13.5 s: the echo's loss in the second after %.1f dB", after))
         XCTAssertEqual(processor.movesFollowed, 1, "the move followed")
         XCTAssertGreaterThanOrEqual(after, 40, "the echo in the second after the path moved by 20 samples")
