@@ -93,8 +93,8 @@ package final class EchoShiftFollower: @unchecked Sendable {
     package let phaseFrame: UnsafeMutablePointer<Float>
     /// Those frames' history, as ``reference``'s (row `k − 1` of ``referenceLength`` and ``tail``).
     private let phaseReference: UnsafeMutablePointer<Float>
-    /// For each fraction `k / subdivisions` (k from 1), ``historyLength`` and ``tail`` samples: the model's
-    /// estimate from the reference delayed by `k` wide samples, made once per search where a dip
+    /// For each fraction `k / subdivisions` (k from 1), ``historyLength`` and ``tail`` samples:
+    /// the model's estimate from the reference delayed by `k` wide samples, made once per search where a dip
     /// asks (``estimatePhases()``), so that trying a lag between whole ones costs what a whole
     /// one does. (Interpolated between band samples afresh at each try, a debug build's search
     /// took 25–60 ms of a 10 ms frame in double talk, three frames running, and the unit's
@@ -131,9 +131,17 @@ package final class EchoShiftFollower: @unchecked Sendable {
     /// a lengthening of 179 (the echo back, 2 dB down, until the delay estimate started the
     /// canceller over a second later).
     package let tail: Int
+    /// A frame and its ``tail``: what the caller gives as the reference, and each row of
+    /// ``phaseFrame``.
+    package let frameAndTail: Int
+    /// The estimate's length (``historyLength`` and ``tail``), and a reference history's
+    /// (``referenceLength`` and ``tail``).
+    private let estimatedLength: Int
+    private let referenceRow: Int
     /// The microphone and the model's echo estimate for it: the frame and the ``latest`` samples
-    /// before (``historyLength``); the estimate goes on for the ``tail``. (The microphone before the frame was once left at zero: a
-    /// move's start found in the frame before, ``changePoint(movedBy:)``, was then a guess.)
+    /// before (``historyLength``); the estimate goes on for the ``tail``. (The microphone before
+    /// the frame was once left at zero: a move's start found in the frame before,
+    /// ``changePoint(movedBy:)``, was then a guess.)
     private let microphone: UnsafeMutablePointer<Float>
     private let estimate: UnsafeMutablePointer<Float>
     private let historyLength: Int
@@ -178,6 +186,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
         historyLength = frameLength + latest
         self.tail = min(max(tail, 0), earliest)
         let estimated = historyLength + self.tail
+        estimatedLength = estimated
         microphone = .allocate(capacity: historyLength)
         microphone.initialize(repeating: 0, count: historyLength)
         estimate = .allocate(capacity: estimated)
@@ -191,18 +200,20 @@ package final class EchoShiftFollower: @unchecked Sendable {
         fractionByLag = .allocate(capacity: earliest + latest + 1)
         fractionByLag.initialize(repeating: 0, count: earliest + latest + 1)
         referenceLength = historyLength + filterLength
-        phaseFrame = .allocate(capacity: max(1, (self.subdivisions - 1) * (frameLength + self.tail)))
-        phaseFrame.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * (frameLength + self.tail)))
-        phaseReference = .allocate(capacity: max(1, (self.subdivisions - 1) * (referenceLength + self.tail)))
-        phaseReference.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * (referenceLength + self.tail)))
+        referenceRow = referenceLength + self.tail
+        frameAndTail = frameLength + self.tail
+        phaseFrame = .allocate(capacity: max(1, (self.subdivisions - 1) * frameAndTail))
+        phaseFrame.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * frameAndTail))
+        phaseReference = .allocate(capacity: max(1, (self.subdivisions - 1) * referenceRow))
+        phaseReference.initialize(repeating: 0, count: max(1, (self.subdivisions - 1) * referenceRow))
         leastSquares = .allocate(capacity: Self.fittedTaps * (Self.fittedTaps + 1))
         leastSquares.initialize(repeating: 0, count: Self.fittedTaps * (Self.fittedTaps + 1))
         fitSums = .allocate(capacity: 2 * Self.fittedTaps)
         fitSums.initialize(repeating: 0, count: 2 * Self.fittedTaps)
         mended = .allocate(capacity: frameLength)
         mended.initialize(repeating: 0, count: frameLength)
-        reference = .allocate(capacity: referenceLength + self.tail)
-        reference.initialize(repeating: 0, count: referenceLength + self.tail)
+        reference = .allocate(capacity: referenceRow)
+        reference.initialize(repeating: 0, count: referenceRow)
     }
 
     deinit {
@@ -386,8 +397,9 @@ package final class EchoShiftFollower: @unchecked Sendable {
     }
 
     /// Takes a frame: the microphone before cancellation, the reference it was cancelled with
-    /// (followed by its ``tail``: `count` and ``tail`` samples) and the canceller's output (16-bit, as speex takes them; mended where a move is found: each
-    /// millisecond replaced by the microphone less the moved estimate where that is quieter).
+    /// (followed by its ``tail``: `count` and ``tail`` samples) and the canceller's output
+    /// (16-bit, as speex takes them; mended where a move is found: each millisecond replaced by
+    /// the microphone less the moved estimate where that is quieter).
     /// Returns how many samples later the echo now comes than the filter expects (negative:
     /// earlier; 0: where it was, or not known); the caller moves the reference by as much from
     /// the next frame.
@@ -397,11 +409,11 @@ package final class EchoShiftFollower: @unchecked Sendable {
         precondition(n == frameLength, "EchoShiftFollower takes a frame at a time")
         reference.update(from: reference + n, count: referenceLength - n)
         let frameReference = reference + referenceLength - n
-        for i in 0..<(n + tail) { frameReference[i] = Float(given[i]) / 32768 }
+        for i in 0..<frameAndTail { frameReference[i] = Float(given[i]) / 32768 }
         for k in 1..<subdivisions {
-            let history = phaseReference + (k - 1) * (referenceLength + tail)
+            let history = phaseReference + (k - 1) * referenceRow
             history.update(from: history + n, count: referenceLength - n)
-            (history + referenceLength - n).update(from: phaseFrame + (k - 1) * (n + tail), count: n + tail)
+            (history + referenceLength - n).update(from: phaseFrame + (k - 1) * frameAndTail, count: frameAndTail)
         }
         var nearEnergy: Float = 0, outEnergy: Float = 0
         microphone.update(from: microphone + n, count: historyLength - n)
@@ -437,7 +449,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
         for i in (historyLength - n)..<historyLength { estimateEnergy += estimate[i] * estimate[i] }
         guard estimateEnergy >= 0.4 * nearEnergy else { return 0 }
         modelEstimate(from: 0, to: historyLength - n)
-        modelEstimate(from: historyLength, to: historyLength + tail)
+        modelEstimate(from: historyLength, to: estimatedLength)
         let move = search()
         guard move != 0 else { return 0 }
         moveFraction = 0
@@ -490,7 +502,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
         // The estimate's newest sample (the tail's) bounds a negative lag's end: after it, the
         // moved estimate explains nothing.
         let end = historyLength - max(0, -lag - tail)
-        let moved = fraction > 0 ? fractional + (fraction - 1) * (historyLength + tail) : estimate
+        let moved = fraction > 0 ? fractional + (fraction - 1) * estimatedLength : estimate
         var movedLeft: Float = 0, energy: Float = 0
         var t = start
         while t < historyLength {
@@ -546,9 +558,9 @@ package final class EchoShiftFollower: @unchecked Sendable {
     private func estimatePhases() {
         phasesEstimated = true
         for k in 1..<subdivisions {
-            let base = phaseReference + (k - 1) * (referenceLength + tail) + filterLength
-            let out = fractional + (k - 1) * (historyLength + tail)
-            for t in 0..<(historyLength + tail) {
+            let base = phaseReference + (k - 1) * referenceRow + filterLength
+            let out = fractional + (k - 1) * estimatedLength
+            for t in 0..<estimatedLength {
                 var y: Float = 0
                 for j in 0..<modelTaps { y += modelGains[j] * base[t - modelLags[j]] }
                 out[t] = y
@@ -681,7 +693,7 @@ package final class EchoShiftFollower: @unchecked Sendable {
         let n = frameLength, start = historyLength - n
         for k in 0..<n {
             let t = start + k
-            let moved = t - lag < historyLength + tail ? microphone[t] - estimate[t - lag] : Float(residual[k]) / 32768 * 0.05
+            let moved = t - lag < estimatedLength ? microphone[t] - estimate[t - lag] : Float(residual[k]) / 32768 * 0.05
             mended[k] = Int16(max(-32768, min(32767, (moved * 32768).rounded())))
         }
         Self.keepQuieter(residual, or: UnsafePointer(mended), count: n, block: max(1, sampleRate / 1000))

@@ -428,7 +428,7 @@ package final class VoiceProcessor: @unchecked Sendable {
                     // The frame's reference (and its tail) delayed by a wide sample and more, as
                     // the band split takes it: the follower tries moves between band samples on them.
                     let factor = sampleRate / bandRate, newest = wideMargin + (recentLength - n) * factor
-                    let phases = follower.phaseFrame, history = UnsafePointer(recentWideReference), row = n + follower.tail
+                    let phases = follower.phaseFrame, history = UnsafePointer(recentWideReference), row = follower.frameAndTail
                     splitRef?._withUnsafeGuaranteedRef { split in
                         for k in 1..<factor { split.decimate(history + newest - k, count: row, into: phases + (k - 1) * row) }
                     }

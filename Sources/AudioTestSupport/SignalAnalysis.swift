@@ -137,6 +137,17 @@ public enum SignalAnalysis {
         return (best, correlation(reference[...], signal[best..<(best + n)]))
     }
 
+    /// Where `piece` best matches in `signal` within `reach` samples either side of `position`
+    /// (the window kept inside `signal`): the position found, and the normalized correlation
+    /// there; nil where the window is shorter than the piece. For a piece expected at a known
+    /// place that may have slipped (a recording that lost or gained samples, a delay that moved).
+    public static func locate(_ piece: [Float], in signal: [Float], around position: Int, within reach: Int) -> (position: Int, correlation: Double)? {
+        let from = max(0, position - reach), to = min(signal.count, position + piece.count + reach)
+        guard to - from >= piece.count else { return nil }
+        let found = align(piece, in: Array(signal[from..<to]), maxLag: to - from - piece.count)
+        return (from + found.lag, found.correlation)
+    }
+
     /// A sine of `frequency` Hz, `seconds` long, at `amplitude`.
     public static func sine(frequency: Double, sampleRate: Double, seconds: Double, amplitude: Float = 1) -> [Float] {
         let n = Int(seconds * sampleRate)

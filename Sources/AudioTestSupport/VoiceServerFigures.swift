@@ -41,11 +41,9 @@ extension VoiceUnitCall {
         var k = 0
         while (k + 1) * second <= clean.count {
             defer { k += 1 }
-            let piece = Array(clean[(k * second)..<((k + 1) * second)])
-            let from = start + k * second - reach, to = start + (k + 1) * second + reach
-            guard SignalAnalysis.rmsDB(piece[...]) > -50, from >= 0, to <= recording.count else { continue }
-            let best = SignalAnalysis.align(piece, in: Array(recording[from..<to]), maxLag: 2 * reach)
-            let shift = best.lag - reach
+            let piece = Array(clean[(k * second)..<((k + 1) * second)]), at = start + k * second
+            guard SignalAnalysis.rmsDB(piece[...]) > -50, let best = SignalAnalysis.locate(piece, in: recording, around: at, within: reach) else { continue }
+            let shift = best.position - at
             if best.correlation > 0.5 && abs(shift) > 1 { found.append(String(format: "second %d: %+d (%.2f)", k, shift, best.correlation)) }
         }
         return found

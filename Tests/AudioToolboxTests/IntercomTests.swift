@@ -96,11 +96,11 @@ final class IntercomTests: XCTestCase {
         /// where the piece has sound and fits), and the piece's energy; nil past the recording's end.
         func lineUp(at: Int, length: Int, lag: Int, reach: Int = 1920) -> (correlation: Double, lag: Int, energy: Double)? {
             let piece = Array(heard[at..<(at + length)])
-            let from = max(0, at + lag - reach)
-            guard from + length + 2 * reach <= played.count else { return nil }
-            let found = SignalAnalysis.align(piece, in: Array(played[from..<(from + length + 2 * reach)]), maxLag: 2 * reach)
+            guard max(0, at + lag - reach) + length + 2 * reach <= played.count,
+                let found = SignalAnalysis.locate(piece, in: played, around: at + lag, within: reach)
+            else { return nil }
             let fits = found.correlation > 0.5 && SignalAnalysis.rmsDB(piece[...]) > -40
-            return (found.correlation, fits ? from + found.lag - at : lag, piece.reduce(0.0) { $0 + Double($1) * Double($1) })
+            return (found.correlation, fits ? found.position - at : lag, piece.reduce(0.0) { $0 + Double($1) * Double($1) })
         }
         for start in stride(from: onset, to: onset + spoken.count - 24000, by: 24000) {
             guard SignalAnalysis.rmsDB(heard[start..<(start + 24000)]) > -40 else { continue }

@@ -160,15 +160,10 @@ final class VoiceIOUnitTests: XCTestCase {
         /// about half a second, where there is no echo to lose); nil where that is under 0.1 s.
         func loss(at seconds: Double) -> Double? {
             let u = unitMark + Int(seconds * 48000), m = micMark + Int(seconds * 48000)
-            var heard = 0.0, left = 0.0, frames = 0
-            for f in 0..<50 where SignalAnalysis.rmsDB(mic[(m + f * 480)..<(m + f * 480 + 480)]) > -50 {
-                for i in 0..<480 {
-                    heard += Double(mic[m + f * 480 + i]) * Double(mic[m + f * 480 + i])
-                    left += Double(unit[u + f * 480 + i]) * Double(unit[u + f * 480 + i])
-                }
-                frames += 1
-            }
-            return frames >= 10 ? 10 * log10(heard / max(left, 1e-20)) : nil
+            let heard = Array(mic[m..<(m + 24000)]), left = Array(unit[u..<(u + 24000)])
+            let echoing = stride(from: 0, to: 24000, by: 480).map { SignalAnalysis.rmsDB(heard[$0..<($0 + 480)]) > -50 }
+            guard echoing.filter({ $0 }).count >= 10 else { return nil }
+            return VoiceSignals.erle(input: heard, output: left, where: echoing, sampleRate: 48000, from: 0)
         }
         /// The second path's delay (plus the two captures' fixed offset) over half a second
         /// starting `at` seconds from the move: where what the speaker played then is found in the
@@ -176,9 +171,8 @@ final class VoiceIOUnitTests: XCTestCase {
         func pathLag(at seconds: Double) -> Int? {
             let p = speakerMark + Int(seconds * 48000), m = micMark + Int(seconds * 48000)
             let probe = Array(played[p..<(p + 24000)])
-            guard SignalAnalysis.rmsDB(probe[...]) > -45 else { return nil }
-            let found = SignalAnalysis.align(probe, in: Array(mic[m..<min(mic.count, m + 24000 + 19200)]), maxLag: 19200)
-            return found.correlation > 0.5 ? found.lag : nil
+            guard SignalAnalysis.rmsDB(probe[...]) > -45, let found = SignalAnalysis.locate(probe, in: mic, around: m + 9600, within: 9600) else { return nil }
+            return found.correlation > 0.5 ? found.position - m : nil
         }
         let windows = Array(stride(from: 0.0, to: Double(seconds) - 0.5, by: 0.5))
         let earlier = [-2.5, -2.0, -1.5, -1.0].compactMap { loss(at: $0) }
