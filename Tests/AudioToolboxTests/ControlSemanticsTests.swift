@@ -165,7 +165,7 @@ final class ControlSemanticsTests: XCTestCase {
         // The float path is exact: every source frame (after its leading zero) comes back once.
         // Where the first sound falls in the source is found first: pipewire-pulse once lost the
         // first 255 frames of a stream as it started (a partial graph cycle; REMAINING.md,
-        // "PipeWire"), which is the start, not the pause this test is about.
+        // "On PipeWire"), which is the start, not the pause this test is about.
         var expected = Array(source.drop { $0 == 0 })
         if let lag = (0..<2048).first(where: { lag in
             lag + 256 <= expected.count && joined.count >= 256 && (0..<256).allSatisfy { abs(joined[$0] - expected[lag + $0]) <= 1e-6 }
@@ -196,8 +196,8 @@ final class ControlSemanticsTests: XCTestCase {
         var first = try XCTUnwrap(expected.firstIndex { $0 != 0 })
         let last = try XCTUnwrap(expected.lastIndex { $0 != 0 })
         // pipewire-pulse may lose a stream's first frames as it starts (a partial graph cycle;
-        // REMAINING.md, "PipeWire"): that is the start, not the trim this test is about, so where
-        // the first sound heard falls in the kept frames is found first.
+        // REMAINING.md, "On PipeWire"): that is the start, not the trim this test is about, so
+        // where the first sound heard falls in the kept frames is found first.
         let lag = try XCTUnwrap((0..<2048).first { lag in
             first + lag + 64 <= expected.count && start + 64 <= captured.count
                 && (0..<64).allSatisfy { abs(captured[start + $0] - expected[first + lag + $0]) <= 1e-6 }
@@ -280,7 +280,7 @@ final class ControlSemanticsTests: XCTestCase {
         let error = (heard - Double(start.mHostTime)) / 1e6
         print("start time error: \(error) ms")
         // pipewire-pulse's timing moves in whole graph cycles (256 frames): there a start can be
-        // one cycle off (REMAINING.md, "PipeWire"); PulseAudio is held to 2 ms. Under
+        // one cycle off (REMAINING.md, "On PipeWire"); PulseAudio is held to 2 ms. Under
         // ThreadSanitizer (CI's race check) the client runs several times slower and libpulse's
         // latency estimates, interpolated between the server's timing replies, drift by a few
         // milliseconds (3.1 ms early in one CI run): there the start is held to 10 ms, which still
