@@ -1,4 +1,5 @@
-// AVFAudio builds on AudioToolbox and re-exports it, as Apple's framework does. Here so far:
-// AVAudioFormat, AVAudioChannelLayout, AVAudioPCMBuffer, AVAudioCompressedBuffer, AVAudioFile and
-// the settings keys. The session, the player and the recorder are not here yet (REMAINING.md).
+// AVFAudio builds on AudioToolbox and re-exports it, as Apple's framework does: AVAudioFormat,
+// AVAudioChannelLayout, AVAudioPCMBuffer, AVAudioCompressedBuffer, AVAudioFile, AVAudioConverter
+// and the settings keys; AVAudioSession and AVAudioApplication; AVAudioPlayer and AVAudioRecorder;
+// AVAudioEngine and its nodes (Engine/). What is still missing is listed in REMAINING.md.
 @_exported public import AudioToolbox

@@ -3,7 +3,7 @@
 /// on cancelling it.
 ///
 /// A path lengthens or shortens at once now and then: a loopback or a Bluetooth link whose
-/// buffer ran dry, a USB device resynchronising (the test server's `module-loopback` grew by
+/// buffer ran dry, a USB device resynchronising (the test server's `module-loopback` grows by
 /// 17–239 samples at once, up to three times a minute). speex's filter then models an echo that
 /// is no longer where it was; left alone it re-learns it in 2–3 s, the echo only 2–10 dB down
 /// meanwhile.
@@ -44,10 +44,9 @@ package final class EchoShiftFollower: @unchecked Sendable {
     package let frameLength: Int
     /// The lags tried: the echo up to 6 ms earlier and 10 ms later than the estimate has it (a
     /// larger move takes the echo out of the filter: the delay estimate finds it then).
-    /// pipewire-pulse's streams jump back by a graph cycle (256 frames, 5.3 ms) now and then:
-    /// where the search stopped at 2.5 ms earlier, such a jump was taken for a pitch period's
-    /// alias the other way (+140 to +320 samples), which undid the canceller for the rest of the
-    /// call.
+    /// pipewire-pulse's streams jump back by a graph cycle (256 frames, 5.3 ms) now and then: a
+    /// search that stopped at 2.5 ms earlier would take such a jump for a pitch period's alias
+    /// the other way (+140 to +320 samples), which undoes the canceller for the rest of the call.
     package let earliest: Int
     package let latest: Int
     /// The step through the frame when trying a lag: 1 sample at 16 kHz, 3 at 48 kHz (a sum of
@@ -140,8 +139,8 @@ package final class EchoShiftFollower: @unchecked Sendable {
     private let referenceRow: Int
     /// The microphone and the model's echo estimate for it: the frame and the ``latest`` samples
     /// before (``historyLength``); the estimate goes on for the ``tail``. (The microphone before
-    /// the frame was once left at zero: a move's start found in the frame before,
-    /// ``changePoint(movedBy:)``, was then a guess.)
+    /// the frame is kept: without it a move's start found in the frame before,
+    /// ``changePoint(movedBy:)``, would be a guess.)
     private let microphone: UnsafeMutablePointer<Float>
     private let estimate: UnsafeMutablePointer<Float>
     private let historyLength: Int
@@ -573,12 +572,12 @@ package final class EchoShiftFollower: @unchecked Sendable {
         for lag in -earliest...latest { leftByLag[lag + earliest] = unexplained(lag: lag) }
         // What a lag between whole samples would leave, at the bottom of each dip (a parabola
         // through it and its neighbours): a move a third of a sample off a whole one (a 16 kHz
-        // band's, at 48 kHz) leaves a tenth at the nearest whole lag, and was found a frame or
-        // two late, the filter's taps spoilt meanwhile (16 dB in the second after it).
-        // Above 16 kHz (``subdivisions``), the lags between whole ones at the wide rate's
-        // samples are tried at each dip (a parabola's bottom, tried before, was no measure of a
-        // sum of squares a third of a sample off: a move of 20 samples at 48 kHz was still found
-        // 100 ms late, 9 dB in the second after it).
+        // band's, at 48 kHz) leaves a tenth at the nearest whole lag, and by whole lags alone is
+        // found a frame or two late, the filter's taps spoilt meanwhile (16 dB in the second
+        // after it). Above 16 kHz (``subdivisions``), the lags between whole ones at the wide
+        // rate's samples are tried at each dip (a parabola's bottom is no measure of a sum of
+        // squares a third of a sample off: by it a move of 20 samples at 48 kHz is found 100 ms
+        // late, 9 dB in the second after it).
         let fitted = fittedByLag
         var best = Float.infinity
         phasesEstimated = false

@@ -348,8 +348,9 @@ package final class VoiceProcessor: @unchecked Sendable {
         let wanted = max(0, found - Int(Double(sampleRate) * Self.delayMargin))
         // The echo is left where it is in the filter while it stays inside it, from 1 ms after
         // the reference's start to 20 ms in (a 50 ms filter): each move costs the filter some
-        // re-convergence. (The 3 ms moves a long call made here were the test server's echo
-        // path lengthening at once, 17–239 samples at a time; the unit's streams stay locked.)
+        // re-convergence. (Moves of a few ms within a call come from the echo path lengthening
+        // at once, as the test server's loopback does by 17–239 samples at a time, not from the
+        // unit's streams, which stay locked.)
         let position = found - referenceDelay
         guard !delayFound || position < sampleRate / 1000 || position > sampleRate / 50 else {
             candidateFrames = 0
@@ -368,7 +369,7 @@ package final class VoiceProcessor: @unchecked Sendable {
         candidateFrames = 0
         // An echo that moved more than a few milliseconds took another way (a route change, a
         // device's latency): the filter's taps are the old way's, off by a fraction of a block
-        // wherever the reference now lands, and unlearning them took speex 1.5 s longer than
+        // wherever the reference now lands, and unlearning them takes speex 1.5 s longer than
         // learning afresh. It starts over; the suppressor, noise estimate and gain keep theirs.
         let startsOver = abs(wanted - referenceDelay) > sampleRate / 200 && echo != nil
         if startsOver, let echo { speex_echo_state_reset(echo) }

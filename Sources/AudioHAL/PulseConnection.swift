@@ -100,10 +100,10 @@ final class PulseConnection: @unchecked Sendable {
     /// write, a captured block's release) from one free list libpulse keeps in a static
     /// (pstream.c), and allocates an entry when that list is empty; a sent entry goes back to the
     /// list (which keeps up to 256). So the first moment the entries in flight on all threads
-    /// outnumber those of every earlier moment, whichever thread queues one allocates it: once in
-    /// a CI preview (2026-12-06, PipeWire) that was a stream's write on a device's real-time I/O
-    /// thread (`pa_stream_write` → `pa_pstream_send_memblock` → `pa_xmalloc`, openavf-rtcheck's
-    /// ioproc scenario). The process's first connection therefore queues 64 server-info requests
+    /// outnumber those of every earlier moment, whichever thread queues one allocates it, and that
+    /// can be a stream's write on a device's real-time I/O thread (`pa_stream_write` →
+    /// `pa_pstream_send_memblock` → `pa_xmalloc`, openavf-rtcheck's ioproc scenario on
+    /// PipeWire). The process's first connection therefore queues 64 server-info requests
     /// while it holds the lock, so that 64 entries are in flight at once and then wait in the list:
     /// a busy moment later takes from the list instead. Call with the lock held, once ready.
     private static func warmSendQueueFreeList(_ context: OpaquePointer) {

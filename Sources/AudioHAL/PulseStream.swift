@@ -168,14 +168,14 @@ final class PulseStream: HALStream, @unchecked Sendable {
         // Every buffer size lets the server split it between the sink and the stream
         // (PA_STREAM_ADJUST_LATENCY), so what the stream adds is the duration asked for, as pacat's
         // --latency-msec does. Asking for early requests instead (PA_STREAM_EARLY_REQUESTS, the
-        // sink run at one request's latency) added about a sixth of the buffer to the round trip
+        // sink run at one request's latency) adds about a sixth of the buffer to the round trip
         // even with the buffer cut to keep the total at what was asked (openavf-bench: 11.8 ms
-        // against pacat | parec's 10.7 at 5 ms), for no fewer dropouts in the benchmark's short
-        // runs (0 in 30 s at 5 ms idle and in 20 s at 10 ms with every core busy, either way); at
-        // 5 ms with every core busy, five 20 s runs heard 9 dropouts with the adjustment, 3 with
-        // early requests, 1 from pacat, whose feed waits in a pipe rather than on an app's
-        // callback. Over 10 minutes at 5 ms idle the sink itself (about 1.25 ms of latency) runs
-        // dry now and then on a 2-core VM: 101 dropouts for a queue, 116 for pacat.
+        // against pacat | parec's 10.7 at 5 ms), and saves few dropouts: none either way at 5 ms
+        // idle or at 10 ms with every core busy; at 5 ms with every core busy, about 9 in 100 s
+        // with the adjustment, 3 with early requests, 1 from pacat, whose feed waits in a pipe
+        // rather than on an app's callback. At 5 ms idle the sink itself (about 1.25 ms of
+        // latency) runs dry now and then on a 2-core VM, 10–12 times a minute for a queue as for
+        // pacat.
         var flags = PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
         if request.startCorked { flags |= PA_STREAM_START_CORKED.rawValue }
 

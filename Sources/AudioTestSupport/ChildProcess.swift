@@ -5,8 +5,8 @@ public import Glibc
 
 /// A child process started with `posix_spawn` and reaped with `waitpid`.
 ///
-/// Foundation's `Process` on Linux was seen here to miss a child's exit while another child (the
-/// private server) runs, so the test tools spawn directly. Pipes are created close-on-exec, so no
+/// Foundation's `Process` on Linux can miss a child's exit while another child (the private
+/// server) runs, so the test tools spawn directly. Pipes are created close-on-exec, so no
 /// child inherits another's.
 public final class ChildProcess: @unchecked Sendable {
     public let pid: pid_t

@@ -5,10 +5,9 @@ import Foundation
 /// under test as a witness.
 ///
 /// A recording of the microphone passes when it holds the chirp (correlation ≥ 0.98). On a loaded
-/// CI machine the chirp has now and then reached the microphone damaged: the AVAudioEngine tap
-/// matched it at 0.70 and 0.77 (PipeWire), an input IOProc at 0.76 (PulseAudio), never alone or
-/// under two busy loops. A player into micfeed that runs short, or a server that drops the
-/// source's data, damages every recording of the microphone alike, so then the witness decides:
+/// machine the chirp can reach the microphone damaged, whoever records it: a player into micfeed
+/// that runs short, or a server that drops the source's data, damages every recording of the
+/// microphone alike, so then the witness decides:
 /// a recording that misses the chirp passes only if the witness heard it damaged too and the
 /// recording matches what the witness heard (≥ 0.98). A loss of the recording's own fails.
 public final class MicrophoneChirp: @unchecked Sendable {

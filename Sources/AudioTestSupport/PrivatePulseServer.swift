@@ -88,9 +88,9 @@ public final class PrivatePulseServer: @unchecked Sendable {
 
     /// The script of a watchdog shell: it runs `"$@"` (output sent as `redirect` says) and ends it
     /// within a second of this process's end. A dead process is gone even while it is a zombie:
-    /// `swift test` reaps its test process only once the output pipe closes, and the watchdogs,
-    /// holding that pipe and taking `kill -0`'s word that the zombie lived, kept a crashed run
-    /// hanging for good.
+    /// `swift test` reaps its test process only once the output pipe closes, and watchdogs
+    /// holding that pipe and taking `kill -0`'s word that the zombie lives would keep a crashed
+    /// run hanging for good.
     static func watchdog(redirect: String = "") -> String {
         let stat = "/proc/\(getpid())/stat"
         let ownerAlive = "alive() { [ -r \(stat) ] || return 1; read -r s 2>/dev/null < \(stat); s=${s##*) }; [ \"${s%% *}\" != Z ]; }"
@@ -163,8 +163,8 @@ public final class PrivatePulseServer: @unchecked Sendable {
             throw Failure(description: "the private PipeWire's null sinks did not appear")
         }
         // pipewire-pulse keeps the defaults in the session manager's metadata, which may come
-        // after the nodes: until it does, setting one fails "Not supported" (a CI run's engine
-        // test failed so at its server's start).
+        // after the nodes: until it does, setting one fails "Not supported", so each is asked
+        // for again until the server takes it.
         for (command, name) in [("set-default-sink", "speaker"), ("set-default-source", "micfeed.monitor")] {
             guard waitUntil(timeout: timeout, { (try? self.pactl([command, name])) != nil }) else {
                 stop()
@@ -311,9 +311,9 @@ public final class PrivatePulseServer: @unchecked Sendable {
 
     /// Sets the default sink and source back to `speaker` and `micfeed.monitor` where they are not,
     /// and says so. WirePlumber picks a default of its own when a device comes or goes and may
-    /// keep it after the test that caused it has ended: in one CI preview (2026-12-04) three tests
-    /// of three classes in a row found another default source. A test that changes a default puts
-    /// it back itself; this catches what the session manager did.
+    /// keep it after the test that caused it has ended, so that the tests after it, of any class,
+    /// would find another default. A test that changes a default puts it back itself; this catches
+    /// what the session manager did.
     ///
     /// One `pactl info` reads both defaults, so that the usual case (nothing moved) costs one
     /// client process per test.
@@ -382,8 +382,9 @@ public final class PrivatePulseServer: @unchecked Sendable {
     /// sink `micfeed` plays: a talker, noise, an echo path): a voice-processing unit ducks other
     /// applications' playback while it runs, and the room is not an application. `room-` and a
     /// tag of its own: no policy module and no ducking acts on such a role, and PipeWire's session
-    /// manager, which remembers volumes by role, gives no room stream another's volume (the echo
-    /// path's −6 dB went to the next talker, and to both ends of the next path).
+    /// manager, which remembers volumes by role, gives no room stream another's volume (with a
+    /// shared role the echo path's −6 dB would go to the next talker, and to both ends of the
+    /// next path).
     public static func roomRole() -> String { "room-\(UInt32.random(in: 0...UInt32.max))" }
 
     /// Runs a tool (pactl, pacat, parec…) against this server and returns its standard output.

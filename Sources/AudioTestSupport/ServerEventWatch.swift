@@ -6,7 +6,7 @@ import Glibc
 /// `pactl subscribe` beside the code under test: the server's own events, each with the time it
 /// arrived, so that a test can tell how long the server took to make a change from how long the
 /// code under test then took to hear of it. (pipewire-pulse makes a default device change only
-/// once WirePlumber has taken it; a CI preview's PipeWire suite once heard of none for 2–3 s.)
+/// once WirePlumber has taken it, which on a loaded machine can take 2–3 s.)
 public final class ServerEventWatch: @unchecked Sendable {
     private let child: ChildProcess
     private let lock = NSLock()

@@ -145,9 +145,9 @@ public final class SignalPlayer: @unchecked Sendable {
 
     /// Waits until what this player plays is heard on its sink's monitor, louder than
     /// `threshold`: `pacat` fills its buffer before the server plays it, which takes longer on a
-    /// loaded machine, so a recording started at once can begin before the signal does (CI once
-    /// heard a tone 3.5 % flat: its window began in the silence before it). Throws after
-    /// `timeout` seconds.
+    /// loaded machine, so a recording started at once can begin before the signal does (and a
+    /// window that begins in the silence before a tone reads it flat). Throws after `timeout`
+    /// seconds.
     public func waitUntilHeard(threshold: Float = 0.01, timeout: Double = 5) throws {
         let monitor = try SignalCapture(environment: environment, device: device + ".monitor")
         defer { _ = monitor.stop() }

@@ -162,8 +162,8 @@ public final class VoiceUnitCall: @unchecked Sendable {
     /// the echo's loss is measured), each over the far end's speech frames from 2 s after it
     /// began. Returns both levels (dBFS), the echo's delay from render to recording (frames),
     /// and each run's CPU time (s) on the capture thread, where the unit processes. (The whole
-    /// process's CPU, taken before, varied between runs by more than the processing costs: 4 to
-    /// 15 ms a second of call where the same processing offline costs 7 to 9.)
+    /// process's CPU varies between calls by more than the processing costs: 4 to 15 ms a second
+    /// of call, where the same processing offline costs 7 to 9.)
     /// `bySecond`: the loss (dB) over each whole second of the far end from its second 2 on, NaN
     /// where it is mostly silence (a long call's figure is the RMS over all of it, where one bad
     /// second weighs like minutes of good ones; these say which seconds it was).
@@ -178,7 +178,7 @@ public final class VoiceUnitCall: @unchecked Sendable {
         // The echo's place in the bypassed recording: the far end, late by the path and the
         // streams, found over its second 1, or 2 or 3 where the path changed inside the one
         // before (the test server's loopback lengthens by a few ms at once now and then: one
-        // lag then fits half the span, 0.56 in a CI run).
+        // lag then fits only half the span).
         let second = Int(rate)
         guard farCount >= 4 * second else { throw Self.failure("the far end is shorter than 4 s") }
         // (Each second looked for from where it began to play, up to half a second later.)

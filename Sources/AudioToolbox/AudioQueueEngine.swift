@@ -59,7 +59,7 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
     let completed: SPSCRing<CompletedItem>
     /// Levels in blocks of at least ``meterBlockSeconds``: the ring's 256 hold five seconds, so a
     /// reader that waits a second between reads still gets that whole second (one block per
-    /// server period held 0.64 s at 2.5 ms periods: a read after 3 s saw the first 0.64 s only).
+    /// server period would hold only 0.64 s at 2.5 ms periods).
     let meters = SPSCRing<MeterBlock>(minimumCapacity: 256)
     static let meterBlockSeconds = 0.02
     let wakeup = Wakeup()

@@ -9,7 +9,7 @@ struct ClickTrain {
     /// 30 ms): each click lands at another place in the buffers, so the median is taken over
     /// where in a buffer a click falls rather than fixed by one run's chance alignment of the
     /// output's and the input's buffer boundaries (at a period of exactly 12,000 frames every
-    /// click of a run fell at the same place, and runs differed by up to a buffer).
+    /// click of a run falls at the same place, and runs differ by up to a buffer).
     static let quarterSecond = ClickTrain(period: 12_149)
     let burst = 48
     func sample(_ i: Int) -> Float {

@@ -67,12 +67,12 @@ enum VoiceBench {
         let losses = try names.map { try serverCanceller(server, method: $0, far: far).loss }
         // The server's CPU with each canceller less without it, each over the same call, on the
         // server with its keepers stopped: they hold its sinks at 2.5 ms, about 95 ms of its CPU
-        // a second, which varied between calls by more than webrtc's canceller costs (it read
-        // 0.001 s once, against 0.31 s measured alone). Even so, one 60 s call's reading of
-        // webrtc's cost went from 0.26 to 1.64 s between runs, its baseline from 1.23 to 1.43 s:
-        // the full run takes three rounds (without, webrtc, speex in turn), and each canceller's
-        // cost is the median of its rounds' differences (a round's pair measured minutes apart
-        // from the next round's, not medians of columns taken from different rounds).
+        // a second, which varies between calls by more than webrtc's canceller costs (0.31 s,
+        // measured alone). Even so, one 60 s call's reading of webrtc's cost ranges from 0.26 to
+        // 1.64 s, its baseline from 1.23 to 1.43 s: the full run takes three rounds
+        // (without, webrtc, speex in turn), and each canceller's cost is the median of its
+        // rounds' differences (a round's pair measured minutes apart from the next round's, not
+        // medians of columns taken from different rounds).
         let rounds = talker ? 3 : 1
         let readings = try server.withoutKeepers {
             try (0..<rounds).map { _ in

@@ -156,12 +156,11 @@ final class AVAudioPlayerTests: XCTestCase {
     /// context switch of the reading thread during the read) say nothing about the code path and
     /// are left out; a read that waits for a lock switches voluntarily, and counts.
     ///
-    /// A decode under the lock reads take (as before 2026-12-01: 9.7 and 13.9 ms) makes the read
-    /// that meets it wait: one slow read per overlapping decode, of the 60 the 2 s hold, so dozens.
-    /// One read of 3.3 ms in a CI preview's PipeWire suite (2026-12-06) was not that (one read,
-    /// not dozens): most likely the state lock's holder, which only copies the state, preempted
-    /// while holding it on a 2-core machine (not traced). Such a read is rare; a decode under the
-    /// lock is not.
+    /// A decode under the lock reads take (about 10–14 ms) would make the read that meets it
+    /// wait: one slow read per overlapping decode, of the 60 the 2 s hold, so dozens. A lone slow
+    /// read (a few ms) is not that: most likely the state lock's holder, which only copies the
+    /// state, preempted while holding it on a 2-core machine. Such a read is rare; a decode under
+    /// the lock is not.
     func testCurrentTimeReadsNeverWaitForADecode() throws {
         let url = dir.appendingPathComponent("loop.mp3")
         try PlayerFixtures.ffmpeg([

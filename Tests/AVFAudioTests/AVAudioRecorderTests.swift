@@ -45,8 +45,8 @@ final class AVAudioRecorderTests: XCTestCase {
     }
 
     /// The default microphone (the `micfeed` sink's monitor) carries a 440 Hz tone at half scale,
-    /// heard before this returns: a CI run read 427 and 490 Hz in windows near the start of a
-    /// recording begun while `pacat` was still filling its buffer.
+    /// heard before this returns: a recording begun while `pacat` is still filling its buffer
+    /// reads the wrong frequency in windows near its start.
     func feedMicrophone(seconds: Double = 30) throws {
         microphone = try SignalPlayer(
             server: server, device: "micfeed", samples: SignalAnalysis.sine(frequency: 440, sampleRate: 48000, seconds: seconds, amplitude: 0.5),

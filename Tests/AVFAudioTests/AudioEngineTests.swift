@@ -344,8 +344,8 @@ final class AudioEngineServerTests: XCTestCase {
         _ = engine.mainMixerNode
         try engine.start()
         // The server's own word, beside the engine's: pipewire-pulse changes its default only once
-        // WirePlumber has taken the change, and a CI preview's PipeWire suite once heard nothing
-        // for 2 s. The engine's time counts from the server's event.
+        // WirePlumber has taken the change, which on a loaded machine can take seconds. The
+        // engine's time counts from the server's event.
         let events = try ServerEventWatch(server: server)
         let noticed = Mutex<Date?>(nil)
         let changed = expectation(forNotification: .AVAudioEngineConfigurationChange, object: engine) { _ in
@@ -648,7 +648,8 @@ final class AudioEngineMonoPlayerTests: XCTestCase {
 
 /// A file through time pitch (faster), EQ and reverb into a mixer at another rate, rendered in
 /// slices of the manual maximum: the units ask their sources for no more than a slice at a time
-/// (a time pitch at 1.25 asking for 5,184 frames of a 4,096-frame player went silent once).
+/// (a unit refuses a render of more than its maximum frames, so a time pitch at 1.25 asking a
+/// 4,096-frame player for 5,184 would get silence).
 final class AudioEngineChainTests: XCTestCase {
     func testLargeSlicesThroughTimePitchAndResamplingKeepTheSound() throws {
         let engine = try AudioEngineOfflineTests.offlineEngine()

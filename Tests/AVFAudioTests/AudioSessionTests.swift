@@ -363,8 +363,8 @@ extension AudioSessionServerTests {
         let module = try server.pactl(["load-module", "module-null-sink", "sink_name=phones", "sink_properties=device.form_factor=headphone"])
             .trimmingCharacters(in: .whitespacesAndNewlines)
         defer { _ = try? server.pactl(["unload-module", module]) }
-        // The server's own word beside the session's (a CI preview's PipeWire suite once saw no
-        // route change in 3 s).
+        // The server's own word beside the session's, so that a missing route change says
+        // whether the server made the change at all (pipewire-pulse waits for WirePlumber).
         let events = try ServerEventWatch(server: server)
         let asked = Date()
         _ = try server.pactl(["set-default-sink", "phones"])
@@ -393,9 +393,9 @@ extension AudioSessionServerTests {
     /// as the default (the last real output gone), it is one, half a second on.
     func testTheServersStandInForNoOutputIsARouteOnlyOnceItStays() throws {
         let server = try TestSound.server()
-        // On PipeWire the name is pipewire-pulse's own module-always-sink's (in a CI preview the
-        // tests after this one found WirePlumber's default source elsewhere; not traced); there
-        // the server's own stand-in is met in testMediaServicesLostAndReset.
+        // On PipeWire the name is pipewire-pulse's own module-always-sink's, and a second sink
+        // of that name may leave WirePlumber's defaults elsewhere for the tests after this one;
+        // there the server's own stand-in is met in testMediaServicesLostAndReset.
         guard server.kind == .pulseaudio else { throw XCTSkip("a stand-in of the test's own on PulseAudio only (PipeWire's: testMediaServicesLostAndReset)") }
         let session = try activateSession(.playback)
         XCTAssertEqual(session.currentRoute.outputs.first?.uid, "speaker")
@@ -406,8 +406,8 @@ extension AudioSessionServerTests {
             _ = try? server.pactl(["unload-module", module])
         }
         // The moment, in process (two pactl runs can be half a second apart on a busy machine).
-        // The new sink is a device here once the server's event for it came (a CI preview looked
-        // 40 ms after loading it, on a busy machine, and found none yet).
+        // The new sink is a device here once the server's event for it has come, which on a busy
+        // machine can be more than 40 ms after loading it.
         XCTAssertTrue(waitUntil(timeout: 3) { AudioDevices.id(uid: "auto_null") != nil }, "the stand-in never became a device")
         let standIn = try XCTUnwrap(AudioDevices.id(uid: "auto_null")), speaker = try XCTUnwrap(AudioDevices.id(uid: "speaker"))
         XCTAssertEqual(AudioDevices.setDefaultOutput(standIn), noErr)

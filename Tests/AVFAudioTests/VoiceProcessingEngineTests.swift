@@ -107,9 +107,8 @@ final class VoiceProcessingEngineTests: XCTestCase {
         let span = (onset + 44100 * 2)..<(onset + words.count * 441 / 480 - 4410)
         XCTAssertLessThanOrEqual(span.upperBound, min(raw.count, processed.count))
         let echo = SignalAnalysis.rmsDB(raw[span]), left = SignalAnalysis.rmsDB(processed[span])
-        // Each second of the span alone: a CI preview's PipeWire suite once read 29.5 dB over the
-        // span (left −52.7 dBFS, where runs here leave −70 to −88); which seconds lost it says
-        // whether the canceller diverged once (a path move) or never converged.
+        // Each second of the span alone: which seconds lost the echo says whether the canceller
+        // diverged once (a path move) or never converged.
         let seconds = stride(from: span.lowerBound, to: span.upperBound - 44099, by: 44100).map { from in
             String(format: "%.1f", SignalAnalysis.rmsDB(raw[from..<(from + 44100)]) - SignalAnalysis.rmsDB(processed[from..<(from + 44100)]))
         }

@@ -399,8 +399,8 @@ final class IOUnitServerTests: XCTestCase {
         // played is the source. Each silence adds its request to the slack, so they stop once the
         // slack covers how late the input comes, at most a slice of input (an I/O buffer): no
         // silence is longer than a request, a slice at most, and those before the last come to a
-        // slice at most. (pipewire-pulse asks for requests of its own sizes: two of 64 frames in
-        // one CI preview; 64 then 960 in a suite here.)
+        // slice at most. (pipewire-pulse asks for requests of its own sizes, such as two of 64
+        // frames, or 64 then 960.)
         let first = try XCTUnwrap(heard.firstIndex { abs($0) > 0.05 }, "nothing played through")
         let last = heard.lastIndex { abs($0) > 0.05 } ?? first
         var cleaned: [Float] = [], silences: [Int] = []

@@ -163,8 +163,8 @@ final class ControlSemanticsTests: XCTestCase {
         }
         XCTAssertGreaterThan(longestSilence, 48000 / 10, "the pause left no silence")
         // The float path is exact: every source frame (after its leading zero) comes back once.
-        // Where the first sound falls in the source is found first: pipewire-pulse once lost the
-        // first 255 frames of a stream as it started (a partial graph cycle; REMAINING.md,
+        // Where the first sound falls in the source is found first: pipewire-pulse may lose the
+        // first frames of a stream as it starts, up to 255 (a partial graph cycle; REMAINING.md,
         // "On PipeWire"), which is the start, not the pause this test is about.
         var expected = Array(source.drop { $0 == 0 })
         if let lag = (0..<2048).first(where: { lag in
@@ -274,7 +274,7 @@ final class ControlSemanticsTests: XCTestCase {
         let onset = try XCTUnwrap(SignalAnalysis.onset(samples, threshold: 0.05))
         // The capture clock: each buffer's stamp less its place in the recording, the median of
         // them all. One buffer's stamp can be a server period (5.3 ms) off when the server's
-        // latency estimate moves; CI once read the start 5.3 ms early from a single stamp.
+        // latency estimate moves, so a single stamp can put the start that much early.
         let origins = stamps.indices.map { Double(stamps[$0].mHostTime) - Double($0 * 480) / rate * 1e9 }.sorted()
         let heard = origins[origins.count / 2] + Double(onset) / rate * 1e9
         let error = (heard - Double(start.mHostTime)) / 1e6
@@ -283,8 +283,8 @@ final class ControlSemanticsTests: XCTestCase {
         // one cycle off (REMAINING.md, "On PipeWire"); PulseAudio is held to 2 ms. Under
         // ThreadSanitizer (CI's race check) the client runs several times slower and libpulse's
         // latency estimates, interpolated between the server's timing replies, drift by a few
-        // milliseconds (3.1 ms early in one CI run): there the start is held to 10 ms, which still
-        // fails a start time ignored (400 ms early) or misread; the plain suites hold the 2 ms.
+        // milliseconds: there the start is held to 10 ms, which still fails a start time ignored
+        // (400 ms early) or misread; the plain suites hold the 2 ms.
         let cycle = PrivatePulseServer.Kind.fromEnvironment == .pipewire ? 256 / rate * 1000 : 0
         let tolerance = (runsUnderThreadSanitizer ? 10 : 2) + cycle
         XCTAssertEqual(error, 0, accuracy: tolerance, "started \(error) ms from the requested time")

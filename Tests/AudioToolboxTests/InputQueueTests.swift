@@ -71,9 +71,9 @@ final class InputQueueTests: XCTestCase {
 
         // Callbacks every 30 ± 5 ms (after the first few, while the stream settles). A callback
         // late by a few ms with the next on time (two intervals making two buffers' worth) is the
-        // callback thread scheduled late on a loaded machine, counted once: 8 ms, twice in a CI
-        // run's 3 s, made four intervals outside. Buffers handed over two at once, or on a
-        // server's own cycle (pipewire-pulse's 21.3 ms cycles made 21 and 42 ms by turns), put
+        // callback thread scheduled late on a loaded machine, counted once (as two intervals it
+        // would count twice for one late wake-up). Buffers handed over two at once, or on a
+        // server's own cycle (pipewire-pulse's 21.3 ms cycles make 21 and 42 ms by turns), put
         // every other interval outside.
         let intervals = zip(arrivals.dropFirst(5), arrivals.dropFirst(6)).map { Double($1 - $0) / 1e6 }
         let mean = intervals.reduce(0, +) / Double(intervals.count)

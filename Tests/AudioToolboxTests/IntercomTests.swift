@@ -75,7 +75,7 @@ final class IntercomTests: XCTestCase {
         let spoken = Array(heard[onset..<min(heard.count, onset + 48000 * 6)])
         // The call's lag, from a second of its first words: the first second, or the next ones
         // if the call's hold changed inside it (the rest then plays earlier or later, and one lag
-        // fits half the second: 0.45 in a CI run whose call was otherwise 0.85).
+        // fits only half the second).
         var head = (lag: 0, correlation: -1.0), headStart = 0
         for second in 0..<min(3, spoken.count / 48000) where head.correlation < 0.7 {
             let window = Array(spoken[(second * 48000)..<((second + 1) * 48000)])
@@ -124,10 +124,10 @@ final class IntercomTests: XCTestCase {
                 }
             }
             if correlation < 0.5, let wide = lineUp(at: start, length: 24000, lag: lag, reach: 24000), wide.correlation >= 0.8 {
-                // Not within two packets, but within half a second: the call's delay jumped (on a
-                // busy PipeWire once, from 1.5 s on, every half then read 0.12–0.24), a gap a
-                // listener hears once, not words lost for the rest of the call. The half it
-                // happened in still counts what it lost.
+                // Not within two packets, but within half a second: the call's delay jumped (a
+                // busy PipeWire can do that, and at the old lag every half after it would read
+                // as lost), a gap a listener hears once, not words lost for the rest of the call.
+                // The half it happened in still counts what it lost.
                 jumps.append(String(format: "%+.0f ms at %.1f s", Double(wide.lag - lag) / 48, Double(start - onset) / 48000))
                 correlation = wide.correlation
                 lag = wide.lag

@@ -79,12 +79,10 @@ public typealias AUVoiceIOMutedSpeechActivityEventListener = @Sendable (AUVoiceI
 /// newest milliseconds of the lined-up frame read as silence, and the canceller's reference,
 /// read earlier, is whole). The canceller's reference is read
 /// from this link's own history, the delay found before the lined-up frame, and a move of the
-/// lining-up moves that delay back by as much: what the canceller sees does not jump. (It did
-/// when the processor kept its own copy of the far end: a 2.5 ms move in the middle of a call
-/// left the echo 17–24 dB down instead of 50–60, in 4 of 6 runs of the engine's test.) The
-/// servers' latency reports are
-/// not used: pipewire-pulse's were measured to put "the far end heard now" 5 to 10 ms beyond
-/// what had been rendered.
+/// lining-up moves that delay back by as much: what the canceller sees does not jump (a jump of
+/// 2.5 ms in the middle of a call can leave the echo 17–24 dB down instead of 50–60). The
+/// servers' latency reports are not used: pipewire-pulse's put "the far end heard now" 5 to
+/// 10 ms beyond what has been rendered.
 ///
 /// Threads: ``renderedOutput(_:frames:channels:)`` on the playback stream's real-time thread,
 /// ``captured(_:frames:time:)`` on the recording stream's; both only use memory made in
@@ -330,9 +328,9 @@ final class VoiceLink: @unchecked Sendable {
                 // passed before it came is not heard (though the history holds it once written:
                 // for as long as the stall outlasted the stream's buffer, the canceller's
                 // reference has sound that never played). The lining-up stays: moved down by
-                // the shortfall at once, it took the echo's delay with it, which stops at 0, and
-                // a render 120 ms late left the canceller's reference off by what was cut (1.4 dB
-                // of loss for the rest of the call).
+                // the shortfall at once, it would take the echo's delay with it, which stops at 0,
+                // and a render 120 ms late would leave the canceller's reference off by what was
+                // cut (1.4 dB of loss for the rest of the call).
                 shortFrames += 1
             }
         }
