@@ -301,11 +301,21 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
         noteActivity()
     }
 
+    /// Which streams an ``advance(frames:streams:)`` moves.
+    package enum Streams: Sendable {
+        case all, outputs, inputs
+    }
+
     /// Advances the clock by `count` device frames: each uncorked stream renders or captures the
     /// matching number of its own frames. Returns each output stream's samples.
+    ///
+    /// `streams` moves only the outputs or only the inputs, as a server whose playback and
+    /// capture cycles do not line up: a test scripts input that arrives late, early or in bursts
+    /// against the playback's requests. The clock (``hostTime``) counts the frames of advances
+    /// that move the outputs.
     @discardableResult
-    package func advance(frames count: Int) -> [ObjectIdentifier: [Float]] {
-        let streams = lock.withLock { $0 }
+    package func advance(frames count: Int, streams which: Streams = .all) -> [ObjectIdentifier: [Float]] {
+        let streams = lock.withLock { $0 }.filter { which == .all || $0.isOutput == (which == .outputs) }
         var rendered: [ObjectIdentifier: [Float]] = [:]
         for stream in streams {
             let n = Int((Double(count) * stream.format.sampleRate / device.sampleRate).rounded())
@@ -320,7 +330,7 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
             }
             if stream.isOutput { rendered[ObjectIdentifier(stream)] = buffer }
         }
-        frames.add(Int64(count), ordering: .relaxed)
+        if which != .inputs { frames.add(Int64(count), ordering: .relaxed) }
         return rendered
     }
 }

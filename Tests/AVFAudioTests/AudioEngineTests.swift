@@ -310,6 +310,9 @@ final class AudioEngineServerTests: XCTestCase {
         XCTAssertNotNil(engine.mainMixerNode.lastRenderTime == nil ? 1 : nil, "no render time once stopped")
     }
 
+    /// On a real server, a tap on the input node records what the microphone carried. That it
+    /// holds every frame in order whatever the two streams' timing is, is
+    /// `VirtualEngineTests`' to prove (exactly, on the virtual clock).
     func testATapOnTheInputNodeRecordsTheMicrophone() throws {
         let server = try TestSound.server()
         let engine = AVAudioEngine()
@@ -328,8 +331,6 @@ final class AudioEngineServerTests: XCTestCase {
         try chirp.waitUntilPlayed()
         let target = recorded.withLock { $0.count } + 48000 / 2
         XCTAssertTrue(waitUntil(timeout: 5) { recorded.withLock { $0.count } >= target })
-        // Ten seconds of tap buffers in all, each following the last.
-        XCTAssertTrue(waitUntil(timeout: 15) { times.withLock { $0.count } >= 100 }, "ten seconds of tap buffers")
         engine.stop()
         input.removeTap(onBus: 0)
         XCTAssertNil(chirp.failure(of: recorded.withLock { $0 }))

@@ -60,6 +60,14 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     /// Each connected input (destination node and bus) and its source.
     private var sources: [BusKey: (node: AVAudioNode, bus: Int)] = [:]
     let driver = EngineDriver()
+    /// Renders the chains that start at the input node and end short of the output (taps, sink
+    /// nodes) on the recording stream's thread, as each I/O buffer of input arrives (the I/O
+    /// unit's input callback). Pulled by the output instead, they would hear the input through
+    /// the play-through reader, which fills with silence whenever the input comes later than the
+    /// output asks: a gap in what a tap records.
+    let inputDriver = EngineDriver()
+    /// Whether the installed plan has chains for ``inputDriver`` (the I/O unit's input callback is set).
+    private var inputDriven = false
     private var prepared = false
     private var running = false
     private var manualMode: AVAudioEngineManualRenderingMode?
@@ -393,13 +401,28 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     /// Runs a change with no render cycle in progress, then renews the plan. A change to the I/O
     /// unit's formats (a connection to or from an I/O node) restarts its streams when running.
     private func reconfigure(touchingIO: Bool = false, _ body: () -> Void) {
-        driver.withCyclesHeld {
-            let restart = touchingIO && running && manualMode == nil
-            if restart { AudioOutputUnitStop(ioUnit.ref) }
-            body()
-            if prepared { installPlan() }
-            if restart && AudioOutputUnitStart(ioUnit.ref) != noErr { stopRendering() }
+        inputDriver.withCyclesHeld {
+            driver.withCyclesHeld {
+                let restart = touchingIO && running && manualMode == nil
+                if restart { AudioOutputUnitStop(ioUnit.ref) }
+                body()
+                if prepared { installPlan() }
+                if restart && AudioOutputUnitStart(ioUnit.ref) != noErr { stopRendering() }
+            }
         }
+    }
+
+    /// Whether `node`'s output reaches back to the input node (the node itself included).
+    private func hearsInput(_ node: AVAudioNode) -> Bool {
+        guard let input = _inputNode, manualMode == nil else { return false }
+        var stack = [node]
+        var seen = Set<ObjectIdentifier>()
+        while let current = stack.popLast() {
+            if current === input { return true }
+            guard seen.insert(ObjectIdentifier(current)).inserted else { continue }
+            for (key, source) in sources where key.node == ObjectIdentifier(current) { stack.append(source.node) }
+        }
+        return false
     }
 
     /// What a cycle pulls: the unit feeding the output, tapped chains that end elsewhere, sinks.
@@ -411,6 +434,7 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         // From each tap, follow the connections downstream: a chain that ends short of the
         // output is pulled on its own, so that its taps hear.
         var ends: [(AudioUnitObject, Int, Int)] = []
+        var inputEnds: [(AudioUnitObject, Int, Int)] = []
         var seen = Set<BusKey>()
         for node in nodes.values {
             for bus in node.tappedBusses {
@@ -425,10 +449,14 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
                 let key = BusKey(node: ObjectIdentifier(current.node), bus: current.bus)
                 guard seen.insert(key).inserted, current.node.numberOfOutputs > current.bus else { continue }
                 let channels = Int(current.node.outputFormat(forBus: current.bus).channelCount)
-                ends.append((current.node.unit, current.node.unitOutputBus(current.bus), channels))
+                let end = (current.node.unit, current.node.unitOutputBus(current.bus), channels)
+                if hearsInput(current.node) { inputEnds.append(end) } else { ends.append(end) }
             }
         }
-        let sinks = nodes.values.compactMap { ($0 as? AVAudioSinkNode)?.sinkUnit }
+        var sinks: [SinkBlockUnit] = [], inputSinks: [SinkBlockUnit] = []
+        for case let sink as AVAudioSinkNode in nodes.values {
+            if hearsInput(sink) { inputSinks.append(sink.sinkUnit) } else { sinks.append(sink.sinkUnit) }
+        }
         // An output bus that feeds several inputs renders once per cycle. Counted per unit bus:
         // the input and output nodes stand on one I/O unit.
         var fanOut: [BusKey: Int] = [:]
@@ -443,6 +471,18 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
             }
         }
         driver.install(EngineDriver.Plan(root: root, ends: ends, sinks: sinks))
+        inputDriver.install(EngineDriver.Plan(root: nil, ends: inputEnds, sinks: inputSinks))
+        let wantsInput = !(inputEnds.isEmpty && inputSinks.isEmpty)
+        if wantsInput != inputDriven, let unit = madeIOUnit {
+            inputDriven = wantsInput
+            var cb = AURenderCallbackStruct(
+                inputProc: wantsInput ? EngineDriver.callback : nil, inputProcRefCon: wantsInput ? Unmanaged.passUnretained(inputDriver).toOpaque() : nil)
+            AudioUnitSetProperty(unit.ref, kAudioOutputUnitProperty_SetInputCallback, kAudioUnitScope_Global, 0, &cb, UInt32(MemoryLayout<AURenderCallbackStruct>.size))
+            // A chain that starts hearing the input mid-run hears it from now, not the backlog
+            // that waited while no one read it.
+            if wantsInput { unit.discardInputBacklog() }
+        }
+        inputDriver.rendering.store(running && manualMode == nil && inputDriven, ordering: .releasing)
     }
 
     // MARK: Running
@@ -482,9 +522,13 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         if manualMode == .realtime { driver.rendering.store(true, ordering: .releasing) }
         if manualMode == nil {
             driver.rendering.store(true, ordering: .releasing)
+            inputDriver.rendering.store(inputDriven, ordering: .releasing)
+            // Read before the streams open: a change from here on is one the engine hears of.
+            startedOn = Self.defaultDevices()
             let status = AudioOutputUnitStart(ioUnit.ref)
             guard status == noErr else {
                 driver.rendering.store(false, ordering: .releasing)
+                inputDriver.rendering.store(false, ordering: .releasing)
                 throw statusError(status, "AVAudioEngine.start: the output cannot start")
             }
             addDeviceListener()
@@ -521,9 +565,11 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
         if manualMode == nil {
             AudioOutputUnitStop(ioUnit.ref)
             driver.rendering.store(false, ordering: .releasing)
+            inputDriver.rendering.store(false, ordering: .releasing)
             removeDeviceListener()
         }
         driver.releaseRetired()
+        inputDriver.releaseRetired()
     }
 
     /// Resets every node (filter and delay memory, players' schedules).
@@ -539,6 +585,20 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     }
 
     // MARK: Device changes
+
+    /// The default output and input the engine started on.
+    private var startedOn: [AudioObjectID] = []
+
+    /// The default output and input devices now (the device API's IDs).
+    private static func defaultDevices() -> [AudioObjectID] {
+        [kAudioHardwarePropertyDefaultOutputDevice, kAudioHardwarePropertyDefaultInputDevice].map { selector in
+            var address = AudioObjectPropertyAddress(mSelector: selector, mScope: kAudioObjectPropertyScopeGlobal, mElement: kAudioObjectPropertyElementMain)
+            var device = AudioObjectID(kAudioObjectUnknown)
+            var size = UInt32(MemoryLayout<AudioObjectID>.size)
+            AudioObjectGetPropertyData(AudioObjectID(kAudioObjectSystemObject), &address, 0, nil, &size, &device)
+            return device
+        }
+    }
 
     private func addDeviceListener() {
         guard deviceListener == nil else { return }
@@ -560,9 +620,11 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     }
 
     /// The default device changed under a running engine: it stops, as Apple's does, and says so.
+    /// A notification that leaves the defaults the engine started on (one that was on its way
+    /// when the engine started) changes nothing.
     private func devicesChanged() {
         lock.lock()
-        let wasRunning = running
+        let wasRunning = running && Self.defaultDevices() != startedOn
         if wasRunning { stopRendering() }
         lock.unlock()
         guard wasRunning else { return }

@@ -129,6 +129,10 @@ package class AudioUnitObject: ReferencedObject, @unchecked Sendable {
     package func setVoiceProcessing(_ on: Bool) -> OSStatus { kAudioUnitErr_InvalidProperty }
     package var isVoiceProcessing: Bool { false }
 
+    /// An I/O unit's next read of its input (on the reading thread) starts at the newest input
+    /// and drops what waited before it; nothing for other units.
+    package func discardInputBacklog() {}
+
     /// Puts a tap on output `bus` (nil removes it). The caller sees that no render is in progress
     /// (an engine holds its cycles), so the tap replaced can go at once.
     package func setTap(_ tap: RenderTap?, bus: Int) {

@@ -79,6 +79,8 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
     private var backlog = InputBacklog(sliceFrames: 1, channels: 1, capacity: 1, windowFrames: 1)
     /// The input's recent peak as that thread read it, falling about 9 dB a second at 10 ms reads.
     private var recentPeak: Float = 0
+    /// Set by ``discardInputBacklog()``; the next read drops all but what it takes.
+    private let discardBacklog = Atomic<Bool>(false)
     private var sliceFrames = 512
 
     init(component: AudioComponentEntry, hasInput: Bool, voiceProcessing: Bool = false) {
@@ -449,6 +451,8 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
         return inputRing == nil ? kAudioUnitErr_CannotDoInCurrentContext : noErr
     }
 
+    override package func discardInputBacklog() { discardBacklog.store(true, ordering: .releasing) }
+
     override package func renderOutput(
         flags: UnsafeMutablePointer<AudioUnitRenderActionFlags>, time: UnsafePointer<AudioTimeStamp>, bus: UInt32, frames: Int,
         output: UnsafeMutablePointer<AudioBufferList>
@@ -489,6 +493,7 @@ final class IOUnit: AudioUnitObject, @unchecked Sendable {
             for i in 0..<got { peak = max(peak, abs(inputScratch[i])) }
             recentPeak = peak
         } else {
+            if discardBacklog.exchange(false, ordering: .acquiringAndReleasing), ring.available > wanted { ring.skip(ring.available - wanted) }
             got = ring.read(into: inputScratch, count: wanted)
         }
         if got < wanted { (inputScratch + got).update(repeating: 0, count: wanted - got) }
