@@ -1,14 +1,25 @@
 import Foundation
 
 /// The one private server a test process shares: started on first use (PulseAudio, or PipeWire
-/// when `OPENAVF_TEST_SERVER=pipewire`), pointed to by `PULSE_SERVER` for this process, and stopped
+/// when `OPENAVF_TEST_SERVER=pipewire`; none at all when `none`), pointed to by `PULSE_SERVER` for this process, and stopped
 /// when the process exits. On PipeWire each test that asks for it gets the fixture's defaults back
 /// (``PrivatePulseServer/restoreDefaults()``).
 public enum TestSound {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var shared: PrivatePulseServer?
 
+    /// Thrown by ``server()`` in the deterministic layer (`OPENAVF_TEST_SERVER=none`).
+    public struct NoServer: Error, CustomStringConvertible {
+        public var description: String {
+            "this test starts a sound server, and OPENAVF_TEST_SERVER=none runs the deterministic layer only: "
+                + "name its class in Scripts/lib/layers.sh (real-server tests)"
+        }
+    }
+
+    /// The shared server; throws ``NoServer`` when `OPENAVF_TEST_SERVER=none` (the deterministic
+    /// layer, which runs no server).
     public static func server() throws -> PrivatePulseServer {
+        if ProcessInfo.processInfo.environment["OPENAVF_TEST_SERVER"] == "none" { throw NoServer() }
         lock.lock()
         defer { lock.unlock() }
         if let shared {
