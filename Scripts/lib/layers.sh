@@ -39,18 +39,32 @@ OPENAVF_SERVER_TEST_CLASSES=(
     VoiceProcessingEngineTests
 )
 
-# `swift test --filter/--skip` match "Module.Class/test".
+# Test names are "Module.Class/test"; this matches the real-server classes.
 OPENAVF_SERVER_TESTS="\\.($(IFS='|'; echo "${OPENAVF_SERVER_TEST_CLASSES[*]}"))/"
 
-# The deterministic layer, with no server: extra arguments go to `swift test`.
-run_deterministic_layer() {
-    OPENAVF_TEST_SERVER=none PULSE_SERVER=unix:/nonexistent/openavf-no-server \
-        swift test --skip-build --skip "$OPENAVF_SERVER_TESTS" "$@"
+# Runs the tests of the test binary built in scratch path $1 whose names match the extended regex
+# $2 and not $3 (empty: none left out), in the order the binary lists them. The binary itself,
+# not `swift test`: SwiftPM holds a lock on the scratch path while it runs, so two `swift test`
+# runs side by side would take turns.
+openavf_xctest() {
+    local bin="$1/debug/OpenAVFAudioPackageTests.xctest" match=$2 skip=$3 tests
+    tests=$("$bin" --list-tests 2>/dev/null | grep -E '^[A-Za-z0-9_]+\.[A-Za-z0-9_]+/' | grep -E -- "$match" |
+        { if [ -n "$skip" ]; then grep -vE -- "$skip"; else cat; fi; } | paste -sd, -) || true
+    if [ -z "$tests" ]; then
+        echo "no test in $bin matches ${match} (built with swift build --build-tests?)"
+        return 1
+    fi
+    "$bin" "$tests"
 }
 
-# The real-server layer on a private server of kind $1 (pulseaudio or pipewire).
+# The deterministic layer, with no server reachable, from the build in scratch path $1 (.build).
+run_deterministic_layer() {
+    OPENAVF_TEST_SERVER=none PULSE_SERVER=unix:/nonexistent/openavf-no-server \
+        openavf_xctest "${1:-.build}" . "$OPENAVF_SERVER_TESTS"
+}
+
+# The real-server layer on a private server of kind $1 (pulseaudio or pipewire), from the build in
+# scratch path $2 (.build).
 run_server_layer() {
-    local kind=$1
-    shift
-    OPENAVF_TEST_SERVER=$kind swift test --skip-build --filter "$OPENAVF_SERVER_TESTS" "$@"
+    OPENAVF_TEST_SERVER=$1 openavf_xctest "${2:-.build}" "$OPENAVF_SERVER_TESTS" ""
 }

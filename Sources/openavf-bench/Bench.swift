@@ -58,7 +58,7 @@ enum Bench {
             say("bound = the pattern's own: (K − 1)·N ahead + the output's granted server buffer + N to fill an input buffer + one capture period;")
             say("anchor = pacat | parec at --latency-msec=N fed like the queues (a chunk goes in when one waits in the pipe; reads of whole chunks):")
             say("  N ms   session   queues ms   bound ms   − bound (target ≤ +1)   pacat|parec ms   ratio (target ≤ 1; without session at 30 ms)")
-            let latencySeconds = short ? 8.0 : 20.0
+            let latencySeconds = short ? 3.0 : 20.0
             for ms in [5, 10, 30] {
                 do {
                     let alike = try LatencyBench.pacatParec(server: handle, milliseconds: ms, seconds: latencySeconds, buffers: 2)
@@ -85,8 +85,8 @@ enum Bench {
             say("RemoteIO unit's render callback, each with the session's preferred I/O buffer at N ms, beside pacat --latency-msec=N")
             say("playing the same sine (target 0):")
             say("  case                                   seconds   queue dropouts (server underruns)   RemoteIO dropouts   pacat dropouts")
-            let idleSeconds = short ? 30.0 : 600.0
-            let loadSeconds = short ? 20.0 : 60.0
+            let idleSeconds = short ? 5.0 : 600.0
+            let loadSeconds = short ? 5.0 : 60.0
             for (ms, seconds, loaded) in [(5, idleSeconds, false), (10, loadSeconds, true)] {
                 do {
                     let load = loaded ? try PlaybackBench.loadCores(ProcessInfo.processInfo.activeProcessorCount) : []
@@ -108,7 +108,7 @@ enum Bench {
         // 3. Playback CPU time beside pacat.
         if wanted("cpu") {
         say("")
-        let cpuSeconds = short ? 5.0 : 60.0
+        let cpuSeconds = short ? 2.0 : 60.0
         do {
             let ours = try PlaybackBench.play(milliseconds: 30, seconds: cpuSeconds)
             let anchor = try PlaybackBench.pacatCPU(server: handle, milliseconds: 30, seconds: cpuSeconds)
@@ -130,7 +130,7 @@ enum Bench {
         // 4. File conversion throughput and memory beside ffmpeg.
         if wanted("convert") {
             say("")
-            let minutes = short ? 0.5 : 10.0
+            let minutes = short ? 0.2 : 10.0
             say(String(format: "File conversion of a %.1f-minute stereo 44.1 kHz WAV, afconvert beside ffmpeg (best of %d runs each):", minutes, short ? 1 : 3))
             do {
                 failures += try ConvertBench.measure(minutes: minutes, repeats: short ? 1 : 3, say: say)
@@ -143,7 +143,7 @@ enum Bench {
         if wanted("player") {
             say("")
             do {
-                let mp3Seconds = short ? 10.0 : 60.0
+                let mp3Seconds = short ? 3.0 : 60.0
                 let files = try PlayerBench.makeFiles(seconds: mp3Seconds)
                 defer { try? FileManager.default.removeItem(at: files.wav.deletingLastPathComponent()) }
                 let runs = short ? 3 : 7
@@ -190,14 +190,14 @@ enum Bench {
             defer { try? FileManager.default.removeItem(at: dir) }
             do {
                 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-                let seconds = short ? 30.0 : 600.0
+                let seconds = short ? 10.0 : 600.0
                 let (a, b) = try EngineBench.makeFiles(seconds: seconds, in: dir)
                 let speed = try EngineBench.offlineSpeed(file: a)
                 say(String(format: "AVAudioEngine offline rendering of %.0f s through player → time pitch (×1.25) → EQ → reverb → main mixer (44.1 → 48 kHz): %.0f× real time (target ≥ 100)", seconds, speed))
                 let mix = try EngineBench.twoFileMix(a, b, in: dir, repeats: short ? 1 : 3)
                 say(String(format: "Two %.0f s stereo WAVs mixed to a 16-bit WAV: engine offline %.2f s, ffmpeg amix %.2f s, speed ratio %@ (target ≥ 1)",
                            seconds, mix.ours, mix.ffmpeg, ratio(mix.ffmpeg, mix.ours)))
-                let cpuSeconds: Double = short ? 10 : seconds
+                let cpuSeconds: Double = short ? 3 : seconds
                 let cpuFile = short ? try EngineBench.makeFiles(seconds: cpuSeconds, in: dir.appendingPathComponent("short")).0 : a
                 // The engine at its default I/O buffer: earlier sections leave the session's
                 // preference set (process-wide), which would put the engine at theirs.
@@ -220,7 +220,7 @@ enum Bench {
             say("")
             say("Duplex round trip, the speaker's monitor looped back to the speaker at half level (echo spacing of one click, median):")
             say("  N ms   RemoteIO play-through   engine input → mixer   raw libpulse client   ratios (target ≤ 1)")
-            let clicks = short ? 4 : 12
+            let clicks = short ? 3 : 12
             for ms in [5, 10] {
                 do {
                     let remote = try DuplexBench.remoteIO(server: handle, milliseconds: ms, clicks: clicks)
@@ -256,8 +256,8 @@ enum Bench {
                 if let server {
                     var far = VoiceSignals.scaled(
                         try VoiceSignals.speech(VoiceSignals.farText, voice: VoiceSignals.farVoice, sampleRate: 48000, in: dir), toSpeechRMS: -20, sampleRate: 48000)
-                    // A call of 12 s (short) or 60 s: the words over again.
-                    let callFrames = 48000 * (short ? 12 : 60)
+                    // A call of 6 s (short) or 60 s: the words over again.
+                    let callFrames = 48000 * (short ? 6 : 60)
                     while far.count < callFrames { far += far }
                     far = Array(far.prefix(callFrames))
                     failures += try VoiceBench.reportServer(server, far: far, talker: !short, say: say)

@@ -3,7 +3,8 @@
 //
 //   swift run -c release openavf-bench            full run, on a private PulseAudio and then on a
 //                                                 private PipeWire (several minutes each)
-//   swift run -c release openavf-bench --short    CI's short mode (a few minutes), on PulseAudio
+//   swift run -c release openavf-bench --short    CI's short mode (every section briefly: it must not rot;
+//                                                 the figures are the full run's), on PulseAudio
 //   add --server pipewire (or pulseaudio) to measure one private server of that kind, or
 //   --system-server to measure the sound server this machine runs instead of a private one
 import AudioTestSupport
