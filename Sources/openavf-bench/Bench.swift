@@ -59,7 +59,7 @@ enum Bench {
             say("anchor = pacat | parec at --latency-msec=N fed like the queues (a chunk goes in when one waits in the pipe; reads of whole chunks):")
             say("  N ms   session   queues ms   bound ms   − bound (target ≤ +1)   pacat|parec ms   ratio (target ≤ 1; without session at 30 ms)")
             let latencySeconds = short ? 3.0 : 20.0
-            for ms in [5, 10, 30] {
+            for ms in short ? [5, 30] : [5, 10, 30] {
                 do {
                     let alike = try LatencyBench.pacatParec(server: handle, milliseconds: ms, seconds: latencySeconds, buffers: 2)
                     for session in [true, false] {
@@ -85,8 +85,8 @@ enum Bench {
             say("RemoteIO unit's render callback, each with the session's preferred I/O buffer at N ms, beside pacat --latency-msec=N")
             say("playing the same sine (target 0):")
             say("  case                                   seconds   queue dropouts (server underruns)   RemoteIO dropouts   pacat dropouts")
-            let idleSeconds = short ? 5.0 : 600.0
-            let loadSeconds = short ? 5.0 : 60.0
+            let idleSeconds = short ? 3.0 : 600.0
+            let loadSeconds = short ? 3.0 : 60.0
             for (ms, seconds, loaded) in [(5, idleSeconds, false), (10, loadSeconds, true)] {
                 do {
                     let load = loaded ? try PlaybackBench.loadCores(ProcessInfo.processInfo.activeProcessorCount) : []
@@ -251,7 +251,7 @@ enum Bench {
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("openavf-voice-bench-\(getpid())")
             defer { try? FileManager.default.removeItem(at: dir) }
             do {
-                for rate in [16000, 48000] { try VoiceBench.report(rate: rate, in: dir, say: say) }
+                for rate in short ? [48000] : [16000, 48000] { try VoiceBench.report(rate: rate, in: dir, say: say) }
                 // The unit beside the anchor, PulseAudio's module-echo-cancel, on the server.
                 if let server {
                     var far = VoiceSignals.scaled(
