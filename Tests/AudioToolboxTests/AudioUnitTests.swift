@@ -75,8 +75,11 @@ final class AudioUnitOfflineTests: XCTestCase {
         var any = AudioComponentDescription(componentType: kAudioUnitType_Effect, componentSubType: 0, componentManufacturer: 0, componentFlags: 0, componentFlagsMask: 0)
         var names: [String] = []
         var c = AudioComponentFindNext(nil, &any)
+        // The out parameter is not optional: it starts at a placeholder that is overwritten, not
+        // released (a retained one would leak).
+        let placeholder = "" as CFString
         while let component = c {
-            var name = Unmanaged.passRetained("" as CFString)
+            var name = Unmanaged.passUnretained(placeholder)
             XCTAssertEqual(AudioComponentCopyName(component, &name), noErr)
             names.append(name.takeRetainedValue() as String)
             var d = AudioComponentDescription()
