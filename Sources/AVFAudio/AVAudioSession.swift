@@ -233,7 +233,9 @@ public final class AVAudioSession: NSObject, @unchecked Sendable {
         let standIn = (route.outputs.isEmpty ? false : defaults.output?.isPlaceholder ?? false)
             || (route.inputs.isEmpty ? false : defaults.input?.isPlaceholder ?? false)
         if standIn && !confirming, let previous, previous != route {
-            DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { [weak self] in self?.checkRoute(reason: forced, confirming: true) }
+            // A strong capture: the session is the process's (`sharedInstance()`), held half a
+            // second at most here.
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { [self] in checkRoute(reason: forced, confirming: true) }
             return
         }
         // A side of the route the category still uses, gone with nothing in its place, is a

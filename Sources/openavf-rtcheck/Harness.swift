@@ -200,7 +200,7 @@ struct Scenario {
 /// Every scenario, in the order they run and are reported.
 @MainActor let scenarios: [Scenario] = [
     lpcmPlaybackScenario, timedStartResetStopScenario, compressedPlaybackScenario, captureScenario, playerScenario, sessionScenario,
-    ioProcScenario, engineScenario, timePitchScenario, voiceScenario, voiceUnitScenario,
+    ioProcScenario, engineScenario, engineInputScenario, timePitchScenario, voiceScenario, voiceUnitScenario,
 ]
 
 /// Test files made by ffmpeg: a 1 s tone as WAV, IMA4 CAF and AAC M4A.

@@ -7,13 +7,14 @@
 // CAllocCounter replaces malloc and free for this process and counts the calls made on one
 // watched thread: the audio connection's main-loop thread, the only real-time thread there is
 // (introspection and subscriptions run on the control connection's own thread), and in the
-// `ioproc` scenario a device's I/O thread, where IOProcs run, and in the `engine` and
-// `engine-timepitch` scenarios an AVAudioEngine's render thread (its I/O unit's own). Each scenario's
+// `ioproc` scenario a device's I/O thread, where IOProcs run, in the `engine` and
+// `engine-timepitch` scenarios an AVAudioEngine's render thread (its I/O unit's own), and in
+// `engine-input` the engine's recording thread, where its input's taps and sinks render. Each scenario's
 // streams are opened before its window (opening a stream is setup, not rendering); the window
 // runs from the first render of a run to its end: starts, parameter changes, pauses, stops,
 // resets, drains, a player's loops and seeks, and a session's interruption and route changes.
-// The test suite runs the debug build (ServerThreadAllocationTests); Scripts/test runs the
-// release build.
+// Scripts/test runs the debug build on a private PipeWire and the release build on a private
+// PulseAudio (OPENAVF_TEST_SERVER picks the server).
 import AudioHAL
 import AudioTestSupport
 import CAllocCounter
