@@ -8,6 +8,11 @@ public enum TestSound {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var shared: PrivatePulseServer?
 
+    /// The longest silence a real-server test lets pass inside a sound, in frames at 48 kHz:
+    /// three periods of the slowest private server (PipeWire's 1024-frame graph cycle), a
+    /// criterion that holds on a busy machine. Dropouts themselves are counted by the benchmark.
+    public static let gapTolerance = 3 * 1024
+
     /// Thrown by ``server()`` in the deterministic layer (`OPENAVF_TEST_SERVER=none`).
     public struct NoServer: Error, CustomStringConvertible {
         public var description: String {

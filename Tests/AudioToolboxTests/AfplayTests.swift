@@ -68,7 +68,7 @@ final class AfplayTests: ToolProcessTestCase {
         let full = try playAndCapture([file.path], threshold: 0.05)
         XCTAssertEqual(Double(full.count) / 48000, 1.0, accuracy: 0.02, "played length")
         XCTAssertEqual(SignalAnalysis.frequency(full[4800..<(full.count - 4800)], sampleRate: 48000), 1000, accuracy: 2)
-        XCTAssertLessThanOrEqual(SignalAnalysis.longestGap(full[...], threshold: 0.002), 48, "a gap longer than 1 ms")
+        XCTAssertLessThanOrEqual(SignalAnalysis.longestGap(full[...], threshold: 0.002), TestSound.gapTolerance, "a gap longer than three server periods")
         let half = try playAndCapture(["-v", "0.5", file.path], threshold: 0.025)
         let difference = SignalAnalysis.rmsDB(half[4800..<(half.count - 4800)]) - SignalAnalysis.rmsDB(full[4800..<(full.count - 4800)])
         XCTAssertEqual(difference, -6.02, accuracy: 0.2, "-v 0.5")

@@ -319,7 +319,7 @@ final class IOUnitServerTests: XCTestCase {
         let middle = heard[(onset + 4800)..<(onset + 4800 + 48000)]
         XCTAssertEqual(SignalAnalysis.frequency(middle, sampleRate: 48000), 1000, accuracy: 1)
         XCTAssertEqual(SignalAnalysis.rmsDB(middle), 20 * log10(0.5 / 2.squareRoot()), accuracy: 0.3)
-        XCTAssertLessThanOrEqual(SignalAnalysis.longestGap(middle, threshold: 0.002), 2, "a gap in the tone")
+        XCTAssertLessThanOrEqual(SignalAnalysis.longestGap(middle, threshold: 0.002), TestSound.gapTolerance, "a gap in the tone")
     }
 
     func testTheInputCallbackReadsTheMicrophoneThroughBusOne() throws {

@@ -623,8 +623,10 @@ open class AVAudioEngine: NSObject, @unchecked Sendable {
     /// A notification that leaves the defaults the engine started on (one that was on its way
     /// when the engine started) changes nothing.
     private func devicesChanged() {
+        // Read before the lock: the device API may ask the server.
+        let now = Self.defaultDevices()
         lock.lock()
-        let wasRunning = running && Self.defaultDevices() != startedOn
+        let wasRunning = running && now != startedOn
         if wasRunning { stopRendering() }
         lock.unlock()
         guard wasRunning else { return }
