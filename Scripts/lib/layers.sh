@@ -18,7 +18,6 @@ OPENAVF_SERVER_TEST_CLASSES=(
     AudioEngineSampleGraphTests
     AudioEngineServerTests
     AudioSessionServerTests
-    CallbackContextTests
     CompressedQueueTests
     ControlSemanticsTests
     DeviceTests
@@ -31,7 +30,7 @@ OPENAVF_SERVER_TEST_CLASSES=(
     MicrophoneChirpTests
     OutputQueueTests
     PlayerCompletionTests
-    QueueLayoutAndDecodeBufferTests
+    QueueChannelMapServerTests
     SystemSoundTests
     TimePitchQueueTests
     VoiceDuckingTests

@@ -132,14 +132,19 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// Runs `path` to completion and returns its standard output; throws with its standard error
-    /// when it fails.
-    public static func run(_ path: String, _ arguments: [String], environment: [String: String], scratch: String) throws -> String {
+    /// when it fails, and kills it and throws when it has not ended after `timeout` seconds (a
+    /// client of a server that stopped answering would otherwise hang its caller for good).
+    public static func run(_ path: String, _ arguments: [String], environment: [String: String], scratch: String, timeout: Double = 30) throws -> String {
         let out = scratch + ".out", err = scratch + ".err"
         defer {
             unlink(out)
             unlink(err)
         }
         let child = try ChildProcess(path, arguments, environment: environment, stdout: .file(out), stderr: .file(err))
+        if !waitUntilOffMainLoop(timeout: timeout, { !child.isRunning }) {
+            child.terminate(SIGKILL, grace: 1)
+            throw Failure(description: "\(path) \(arguments.joined(separator: " ")) did not end within \(timeout) s")
+        }
         let code = child.wait()
         let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
         guard code == 0 else {
@@ -162,4 +167,15 @@ public struct CloseOnExecPipe {
         read = fds[0]
         write = fds[1]
     }
+}
+
+/// Waits until `condition` holds, polling every millisecond without running any run loop (the caller may
+/// be inside a run-loop callout); `false` after `timeout` seconds.
+private func waitUntilOffMainLoop(timeout: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date(timeIntervalSinceNow: timeout)
+    while !condition() {
+        if Date() >= deadline { return false }
+        usleep(1000)
+    }
+    return true
 }

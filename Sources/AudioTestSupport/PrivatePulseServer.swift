@@ -98,8 +98,8 @@ public final class PrivatePulseServer: @unchecked Sendable {
     }
 
     /// PipeWire: a D-Bus session bus, `pipewire`, `wireplumber` and `pipewire-pulse` in
-    /// ``directory`` (its runtime, config and state directories), then the two null sinks made
-    /// through `pactl`, as the PulseAudio server's configuration makes them.
+    /// ``directory`` (its runtime, config and state directories), with the two null sinks of the
+    /// PulseAudio server's configuration as PipeWire's own objects.
     private func launchPipeWire(timeout: Double) throws {
         let tools = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse"].map { ($0, Self.which($0)) }
         let missing = tools.filter { $0.1 == nil }.map(\.0)
@@ -116,12 +116,19 @@ public final class PrivatePulseServer: @unchecked Sendable {
         env["PULSE_SERVER"] = nil
         env["PIPEWIRE_REMOTE"] = nil
         let log = { (name: String) in dir.appendingPathComponent("\(name).log").path }
+        // A killed daemon's sockets stay behind (``crash()``): the waits below look for the new
+        // daemons' sockets, and would otherwise find the old ones at once and start the next
+        // daemon before the one it needs serves.
+        for stale in ["bus", "pipewire-0", "pipewire-0.lock", "pipewire-0-manager", "pipewire-0-manager.lock"] {
+            try? FileManager.default.removeItem(at: dir.appendingPathComponent(stale))
+        }
         daemons = [try watched(
             [tools[0].1!, "--session", "--address=\(env["DBUS_SESSION_BUS_ADDRESS"]!)", "--nofork", "--nopidfile"], environment: env, log: log("dbus"))]
         guard waitUntil(timeout: timeout, { FileManager.default.fileExists(atPath: dir.appendingPathComponent("bus").path) }) else {
             stop()
             throw Failure(description: "the private D-Bus session bus did not come up")
         }
+        try writePipeWireSinks(configHome: env["XDG_CONFIG_HOME"]!)
         daemons.append(try watched([tools[1].1!], environment: env, log: log("pipewire")))
         guard waitUntil(timeout: timeout, { FileManager.default.fileExists(atPath: dir.appendingPathComponent("pipewire-0").path) }) else {
             stop()
@@ -132,10 +139,47 @@ public final class PrivatePulseServer: @unchecked Sendable {
         try launchPipeWirePulse(timeout: timeout)
     }
 
+    /// The last lines of each PipeWire daemon's log, for a failure's description.
+    private func daemonLogs() -> String {
+        ["pipewire", "wireplumber", "pipewire-pulse"].map { name in
+            let text = (try? String(contentsOf: directory.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
+            return "\(name).log:\n" + text.split(separator: "\n").suffix(15).joined(separator: "\n")
+        }.joined(separator: "\n")
+    }
+
     /// The environment PipeWire's daemons run in (set by ``launchPipeWire(timeout:)``).
     private var pipeWireEnvironment: [String: String] = [:]
 
-    /// pipewire-pulse and the two null sinks made through it (they are its modules: they go with it).
+    /// The two null sinks as PipeWire's own objects (a `pipewire.conf.d` drop-in), as a desktop's
+    /// sound card is: they exist from PipeWire's start, before any client connects, and stay when
+    /// only pipewire-pulse restarts. Made through pipewire-pulse's module-null-sink instead, a
+    /// sink loaded while a client reconnects to a restarted server can fail to activate, and
+    /// `pactl load-module` then never returns.
+    private func writePipeWireSinks(configHome: String) throws {
+        let folder = URL(fileURLWithPath: configHome).appendingPathComponent("pipewire/pipewire.conf.d")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let sinks = [("speaker", "Speaker", "[ FL FR ]"), ("micfeed", "MicFeed", "[ MONO ]")].map { name, description, positions in
+            """
+                { factory = adapter
+                    args = {
+                        factory.name = support.null-audio-sink
+                        node.name = "\(name)"
+                        node.description = "\(description)"
+                        media.class = "Audio/Sink"
+                        audio.format = "F32"
+                        audio.rate = \(sampleRate)
+                        audio.position = \(positions)
+                        object.linger = true
+                    }
+                }
+            """
+        }
+        let text = "context.objects = [\n\(sinks.joined(separator: "\n"))\n]\n"
+        try text.write(to: folder.appendingPathComponent("openavf-sinks.conf"), atomically: true, encoding: .utf8)
+    }
+
+    /// pipewire-pulse, once it serves and lists the two null sinks' monitors, with the fixture's
+    /// defaults set.
     private func launchPipeWirePulse(timeout: Double) throws {
         guard let tool = Self.which("pipewire-pulse") else { throw Failure(description: "pipewire-pulse is not installed") }
         let dir = directory
@@ -150,17 +194,13 @@ public final class PrivatePulseServer: @unchecked Sendable {
             }
             usleep(20_000)
         }
-        for (sink, channels, description) in [("speaker", 2, "Speaker"), ("micfeed", 1, "MicFeed")] {
-            try pactl(["load-module", "module-null-sink", "sink_name=\(sink)", "rate=\(sampleRate)", "channels=\(channels)", "format=float32le",
-                       "sink_properties=device.description=\(description)"])
-        }
-        // WirePlumber makes the nodes; the defaults can be set once the server lists them.
+        // The defaults can be set once the server lists the sinks.
         guard waitUntil(timeout: timeout, {
             let sources = (try? self.pactl(["list", "short", "sources"])) ?? ""
             return sources.contains("speaker.monitor") && sources.contains("micfeed.monitor")
         }) else {
             stop()
-            throw Failure(description: "the private PipeWire's null sinks did not appear")
+            throw Failure(description: "the private PipeWire's null sinks did not appear\n\(daemonLogs())")
         }
         // pipewire-pulse keeps the defaults in the session manager's metadata, which may come
         // after the nodes: until it does, setting one fails "Not supported", so each is asked
@@ -255,7 +295,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
     deinit { stop() }
 
     /// Kills the daemon without warning (SIGKILL), as a crash would: clients see the connection
-    /// drop. On PipeWire every daemon goes (the null sinks were `pipewire-pulse`'s).
+    /// drop. On PipeWire every daemon goes, and the null sinks with PipeWire.
     public func crash() {
         for keeper in keepers { keeper.terminate() }
         keepers = []
@@ -274,7 +314,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
         _ = daemons.removeLast().terminate(SIGKILL)
     }
 
-    /// Starts pipewire-pulse again after ``crashPulseInterface()``, with its null sinks and keepers.
+    /// Starts pipewire-pulse again after ``crashPulseInterface()``, and the keepers.
     public func restartPulseInterface(timeout: Double = 10) throws {
         try launchPipeWirePulse(timeout: timeout)
         try startKeepers(timeout: timeout)
@@ -283,6 +323,25 @@ public final class PrivatePulseServer: @unchecked Sendable {
     /// Starts the daemon again after ``crash()``, in the same directory and on the same socket.
     public func restart(timeout: Double = 10) throws {
         try launch(timeout: timeout)
+    }
+
+    /// Whether the server answers `pactl info` within `timeout` seconds.
+    public func answers(timeout: Double = 5) -> Bool {
+        guard let path = Self.which("pactl") else { return false }
+        let scratch = directory.appendingPathComponent("probe-\(UInt32.random(in: 0...UInt32.max))").path
+        return (try? ChildProcess.run(path, ["info"], environment: environment, scratch: scratch, timeout: timeout)) != nil
+    }
+
+    /// Kills the server and starts it again in the same directory, on the same socket, when it
+    /// does not answer within `timeout` seconds; returns whether it had to. A test fixture shared
+    /// by many tests calls this before handing the server out, so that one test that leaves the
+    /// server broken (a restart that did not come back whole) does not fail every test after it.
+    @discardableResult
+    public func reviveIfUnresponsive(timeout: Double = 5) throws -> Bool {
+        if answers(timeout: timeout) { return false }
+        crash()
+        try restart()
+        return true
     }
 
     /// Stops the server and removes its directory.

@@ -2,8 +2,9 @@ import Foundation
 
 /// The one private server a test process shares: started on first use (PulseAudio, or PipeWire
 /// when `OPENAVF_TEST_SERVER=pipewire`; none at all when `none`), pointed to by `PULSE_SERVER` for this process, and stopped
-/// when the process exits. On PipeWire each test that asks for it gets the fixture's defaults back
-/// (``PrivatePulseServer/restoreDefaults()``).
+/// when the process exits. Each test that asks for it gets a server that answers (one that stopped
+/// answering is started again, ``PrivatePulseServer/reviveIfUnresponsive(timeout:)``) and, on
+/// PipeWire, the fixture's defaults back (``PrivatePulseServer/restoreDefaults()``).
 public enum TestSound {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var shared: PrivatePulseServer?
@@ -28,6 +29,9 @@ public enum TestSound {
         lock.lock()
         defer { lock.unlock() }
         if let shared {
+            if try shared.reviveIfUnresponsive() {
+                print("the shared \(shared.kind) server did not answer: killed and started again")
+            }
             if shared.kind == .pipewire { shared.restoreDefaults() }
             return shared
         }

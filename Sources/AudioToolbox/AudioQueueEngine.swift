@@ -164,7 +164,8 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
             // latency while waiting (another stream starting) moves the start with it.
             let target = startHostTime.load(ordering: .relaxed)
             if target > time.hostTime {
-                let wait = Int(Double(target - time.hostTime) / nanosPerFrame)
+                // Rounded: a start on a frame's host time (a sample time converted) is that frame.
+                let wait = Int((Double(target - time.hostTime) / nanosPerFrame).rounded())
                 if wait >= frames { return frames }
                 written = wait
             }
@@ -311,7 +312,7 @@ final class AudioQueueEngine: HALStreamClient, @unchecked Sendable {
             // A start time (host clock): frames captured before it are not recorded.
             let target = startHostTime.load(ordering: .relaxed)
             if target > time.hostTime {
-                let skip = Int(Double(target - time.hostTime) / nanosPerFrame)
+                let skip = Int((Double(target - time.hostTime) / nanosPerFrame).rounded())
                 if skip >= frames { return }
                 consumed = skip
             }

@@ -120,10 +120,12 @@ final class AudioSessionServerTests: XCTestCase {
     /// The 1 kHz tone of a ``TonePlayer`` is what the speaker's monitor hears now.
     func assertToneOnSpeaker(_ server: PrivatePulseServer, _ message: String, file: StaticString = #filePath, line: UInt = #line) throws {
         let capture = try SignalCapture(server: server, device: "speaker.monitor")
-        try capture.waitFor(frames: 24000, timeout: 5)
+        try capture.waitFor(frames: 28800, timeout: 5)
+        // The last 0.3 s: three 100 ms windows, so that one dropout (a busy machine, a server
+        // that has just come back) cannot move the median frequency.
         let heard = capture.stop()[0]
-        XCTAssertGreaterThan(SignalAnalysis.rmsDB(heard.suffix(4800)), -20, message, file: file, line: line)
-        XCTAssertEqual(SignalAnalysis.frequency(heard.suffix(4800), sampleRate: 48000), 1000, accuracy: 5, message, file: file, line: line)
+        XCTAssertGreaterThan(SignalAnalysis.rmsDB(heard.suffix(14400)), -20, message, file: file, line: line)
+        XCTAssertEqual(SignalAnalysis.frequency(heard.suffix(14400), sampleRate: 48000), 1000, accuracy: 2, message, file: file, line: line)
     }
 
     func testPreferredValuesAppliedAtActivationAndCurrentValuesAreTheServers() throws {

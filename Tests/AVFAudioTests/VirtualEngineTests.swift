@@ -1,6 +1,7 @@
 @testable import AudioHAL
 import AVFAudio
 import AudioToolbox
+import AudioTestSupport
 import Foundation
 import Synchronization
 import XCTest
@@ -11,12 +12,11 @@ import XCTest
 /// it on a condition (bounded), never by sleeping.
 final class VirtualEngineTests: XCTestCase {
     private var virtual: VirtualBackend!
-    private var previous: AudioSystem!
+    private var environment: VirtualAudioSystem!
 
     override func setUp() {
-        virtual = VirtualBackend(sampleRate: 48000, channels: 2)
-        previous = AudioSystem.current
-        AudioSystem.current = AudioSystem(backend: virtual)
+        environment = VirtualAudioSystem()
+        virtual = environment.backend
         // The microphone says which frame each sample is: frame k reads (k mod 65536 + 1) / 65536
         // on channel 0 and its negative on channel 1 (exact in a Float, never silence).
         virtual.inputSignal = { format, first, buffer in
@@ -29,7 +29,7 @@ final class VirtualEngineTests: XCTestCase {
     }
 
     override func tearDown() {
-        AudioSystem.current = previous
+        environment.restore()
         virtual = nil
     }
 

@@ -1,6 +1,7 @@
 @testable import AudioHAL
 import AVFAudio
 import AudioToolbox
+import AudioTestSupport
 import Foundation
 import XCTest
 
@@ -11,7 +12,7 @@ import XCTest
 /// never by sleeping.
 final class VirtualSessionTests: XCTestCase {
     private var virtual: VirtualBackend!
-    private var previous: AudioSystem!
+    private var environment: VirtualAudioSystem!
     private var observers: [any NSObjectProtocol] = []
     private let log = NotificationLog()
 
@@ -47,9 +48,8 @@ final class VirtualSessionTests: XCTestCase {
 
     override func setUp() {
         let session = AVAudioSession.sharedInstance()
-        virtual = VirtualBackend(sampleRate: 48000, channels: 2)
-        previous = AudioSystem.current
-        AudioSystem.current = AudioSystem(backend: virtual)
+        environment = VirtualAudioSystem()
+        virtual = environment.backend
         let names: [Notification.Name] = [
             AVAudioSession.interruptionNotification, AVAudioSession.routeChangeNotification,
             AVAudioSession.silenceSecondaryAudioHintNotification, AVAudioSession.mediaServicesWereLostNotification,
@@ -64,7 +64,7 @@ final class VirtualSessionTests: XCTestCase {
         try? session.setActive(false)
         try? session.setCategory(.soloAmbient, mode: .default, options: [])
         for o in observers { NotificationCenter.default.removeObserver(o) }
-        AudioSystem.current = previous
+        environment.restore()
         virtual = nil
     }
 

@@ -4,7 +4,12 @@ import Foundation
 import XCTest
 
 /// Where callbacks run: the queue's own thread, the run loop given, or the dispatch queue given.
+/// On the virtual backend: a buffer comes back when the test advances the clock past it.
 final class CallbackContextTests: XCTestCase {
+    private var environment: VirtualAudioSystem!
+    override func setUp() { environment = VirtualAudioSystem() }
+    override func tearDown() { environment.restore() }
+
     final class Probe: @unchecked Sendable {
         let lock = NSLock()
         var threads: [Thread] = []
@@ -37,12 +42,12 @@ final class CallbackContextTests: XCTestCase {
     }
 
     func testCallbackRunsOnTheGivenRunLoop() throws {
-        _ = try TestSound.server()
         let probe = Probe()
         let queue = try makeProbeQueue(probe, CFRunLoopGetCurrent(), CFRunLoopMode.commonModes.rawValue)
         defer { AudioQueueDispose(queue, true) }
         enqueueShortBuffer(queue)
         XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        environment.backend.advance(frames: 960)
         let deadline = Date(timeIntervalSinceNow: 5)
         while probe.count == 0 && Date() < deadline { CFRunLoopRunInMode(.defaultMode, 0.05, true) }
         XCTAssertEqual(probe.count, 1)
@@ -50,7 +55,6 @@ final class CallbackContextTests: XCTestCase {
     }
 
     func testBlockRunsOnTheGivenDispatchQueue() throws {
-        _ = try TestSound.server()
         let probe = Probe()
         let key = DispatchSpecificKey<Int>()
         let dispatchQueue = DispatchQueue(label: "callbacks")
@@ -67,18 +71,19 @@ final class CallbackContextTests: XCTestCase {
         defer { AudioQueueDispose(queue, true) }
         enqueueShortBuffer(queue)
         XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        environment.backend.advance(frames: 960)
         XCTAssertTrue(waitUntil(timeout: 5) { probe.count == 1 })
         XCTAssertEqual(probe.onQueue, [true])
     }
 
     func testCallbackRunsOnTheQueuesOwnThreadWithoutARunLoop() throws {
-        _ = try TestSound.server()
         let probe = Probe()
         let queue = try makeProbeQueue(probe, nil, nil)
         defer { AudioQueueDispose(queue, true) }
         enqueueShortBuffer(queue)
         enqueueShortBuffer(queue)
         XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        environment.backend.advance(frames: 1920)
         XCTAssertTrue(waitUntil(timeout: 5) { probe.count == 2 })
         XCTAssertFalse(probe.threads[0] === Thread.current)
         XCTAssertTrue(probe.threads[0] === probe.threads[1], "one callback thread per queue")

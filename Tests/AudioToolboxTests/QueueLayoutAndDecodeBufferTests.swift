@@ -4,8 +4,7 @@ import Foundation
 import XCTest
 
 /// `kAudioQueueProperty_DecodeBufferSizeFrames` reports the decode buffers a queue really has;
-/// `kAudioQueueProperty_ChannelLayout` is validated as Apple documents and becomes the stream's
-/// channel map, measured on the private server's speaker.
+/// `kAudioQueueProperty_ChannelLayout` is validated as Apple documents. No stream opens.
 final class QueueLayoutAndDecodeBufferTests: XCTestCase {
     private func outputQueue(_ format: AudioStreamBasicDescription) throws -> AudioQueueRef {
         var format = format
@@ -116,6 +115,11 @@ final class QueueLayoutAndDecodeBufferTests: XCTestCase {
         XCTAssertEqual(AudioQueueSetProperty(six, kAudioQueueProperty_ChannelLayout, &surround, UInt32(surround.count)), noErr)
     }
 
+}
+
+/// The queue's channel layout is the server stream's channel map: the server does the mapping,
+/// so only a real server can show it.
+final class QueueChannelMapServerTests: XCTestCase {
     /// A stereo queue whose layout says its first channel is the right one: a tone in that
     /// channel is heard on the speaker's right channel only.
     func testChannelLayoutIsTheStreamsChannelMap() throws {

@@ -1,5 +1,6 @@
 @testable import AudioHAL
 import AudioToolbox
+import AudioTestSupport
 import Foundation
 import Synchronization
 import XCTest
@@ -9,12 +10,11 @@ import XCTest
 /// step. Every frame the speaker plays is checked against the microphone's.
 final class VirtualIOUnitTests: XCTestCase {
     private var virtual: VirtualBackend!
-    private var previous: AudioSystem!
+    private var environment: VirtualAudioSystem!
 
     override func setUp() {
-        virtual = VirtualBackend(sampleRate: 48000, channels: 2)
-        previous = AudioSystem.current
-        AudioSystem.current = AudioSystem(backend: virtual)
+        environment = VirtualAudioSystem()
+        virtual = environment.backend
         // Frame k of the microphone reads 0.25 + (k mod 32768) / 131072: exact in a Float, never
         // quiet (a quiet moment is where the reader may drop a lasting backlog, by design).
         virtual.inputSignal = { format, first, buffer in
@@ -23,7 +23,7 @@ final class VirtualIOUnitTests: XCTestCase {
     }
 
     override func tearDown() {
-        AudioSystem.current = previous
+        environment.restore()
         virtual = nil
     }
 

@@ -11,19 +11,18 @@ import XCTest
 /// sounds render on its clock. (Part of the ThreadSanitizer subset of Scripts/test.)
 final class VirtualHardwareTests: XCTestCase {
     private var virtual: VirtualBackend!
-    private var previous: AudioSystem!
+    private var environment: VirtualAudioSystem!
 
     override func setUp() {
-        virtual = VirtualBackend(sampleRate: 48000, channels: 2)
-        previous = AudioSystem.current
-        AudioSystem.current = AudioSystem(backend: virtual)
+        environment = VirtualAudioSystem()
+        virtual = environment.backend
         // The notification thread follows the environment the test set.
         HardwareNotifier.shared.start()
         XCTAssertTrue(waitUntil(timeout: 2) { HardwareNotifier.shared.isFollowing(self.virtual) })
     }
 
     override func tearDown() {
-        AudioSystem.current = previous
+        environment.restore()
         virtual = nil
     }
 
