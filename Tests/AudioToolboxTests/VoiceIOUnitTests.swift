@@ -9,8 +9,9 @@ import XCTest
 ///
 /// These prove that the unit cancels a real server's echo, follows a stream the server moves and
 /// rides out a late render. Their echo-loss criteria are loose floors (``floor``) that catch a
-/// canceller that cancels nothing; the figures themselves are `openavf-bench --only voice`'s, and
-/// the exact behaviours (path moves, double talk, noise, gain) `VoiceProcessorTests`', offline.
+/// canceller that cancels nothing; the figures themselves are `openavf-bench --only voice`'s. The
+/// unit on echo paths the test makes (levels, delays, a path that moves, double talk, bypass) is
+/// `VirtualVoiceIOUnitTests`', on the virtual clock; the processor alone `VoiceProcessorTests`'.
 final class VoiceIOUnitTests: XCTestCase {
     private var dir: URL!
     /// The least echo loss that passes, dB: a canceller that cancels nothing reads about 0, a
@@ -216,29 +217,6 @@ final class VoiceIOUnitTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(settled.count, 3, "no echo to judge from 2 s after the route change and the path's moves (half seconds \(Array(judged)))")
         XCTAssertGreaterThanOrEqual(settled.reduce(0, +) / Double(settled.count), Self.floor, "not cancelled again from 2 s after the move")
         XCTAssertGreaterThanOrEqual(settled.min() ?? 0, Self.floor - 5, "the echo came back after the move")
-    }
-
-    /// Bypassed, the unit hands over the microphone untouched: a chirp played into `micfeed`
-    /// comes out sample for sample (issue 14's fifth line).
-    func testBypassGivesTheMicrophoneBitForBit() throws {
-        let server = try TestSound.server()
-        let call = try VoiceUnitCall(far: [], recordSeconds: 8)
-        call.set(kAUVoiceIOProperty_BypassVoiceProcessing, true)
-        try call.start()
-        XCTAssertTrue(waitUntil(timeout: 5) { call.recordedFrames >= 9600 }, "no input")
-        let source = SignalAnalysis.chirp(from: 200, to: 8000, sampleRate: 48000, seconds: 1)
-        let player = try SignalPlayer(server: server, device: "micfeed", samples: source, sampleRate: 48000)
-        player.waitUntilDone()
-        let end = call.recordedFrames + 48000 / 4
-        XCTAssertTrue(waitUntil(timeout: 5) { call.recordedFrames >= end }, "the input stopped")
-        call.stop()
-        let recording = call.recording
-        let start = try XCTUnwrap(recording.firstIndex { $0 != 0 }, "nothing recorded")
-        XCTAssertGreaterThanOrEqual(recording.count - start, source.count)
-        let heard = Array(recording[start..<min(recording.count, start + source.count)])
-        let first = try XCTUnwrap(source.firstIndex { $0 != 0 })
-        let differing = zip(heard, source[first...]).filter { $0 != $1 }.count
-        XCTAssertEqual(differing, 0, "samples that differ from the source")
     }
 
     /// Events the listener got, with when (host time, ns).
