@@ -76,8 +76,16 @@ let package = Package(
         .target(name: "AVFAudio", dependencies: ["AudioToolbox", "AudioCodecs"], swiftSettings: strict),
         .target(name: "AVFoundation", dependencies: ["AVFAudio"], swiftSettings: strict),
 
-        // Private PulseAudio server and signal analysis, shared by tests, benchmark and demo.
-        .target(name: "AudioTestSupport", dependencies: ["AudioToolbox", "AudioGraph"], swiftSettings: strict),
+        // A private PulseAudio or PipeWire server started by the project itself, and the tools that
+        // play into and capture from it: for the demo, the benchmark and the tests.
+        .target(name: "PrivateSoundServer", swiftSettings: strict),
+        // Signal analysis and test signals (speech, noise, echo paths): for the demo, the benchmark
+        // and the tests.
+        .target(name: "AudioSignals", dependencies: ["PrivateSoundServer", "AudioGraph"], swiftSettings: strict),
+        // Test-only rigs (the shared test server, the virtual audio system, calls through a voice
+        // unit…); re-exports the two above. Linked by the tests, the benchmark and rtcheck, never
+        // by the tools or the demo.
+        .target(name: "AudioTestSupport", dependencies: ["AudioToolbox", "AudioGraph", "PrivateSoundServer", "AudioSignals"], swiftSettings: strict),
 
         // macOS's command-line tools.
         // The tools' plumbing: failures and exit codes, argument walking, progress lines, format names.
@@ -100,7 +108,7 @@ let package = Package(
             name: "openavf-bench", dependencies: ["AVFAudio", "AudioGraph", "AudioTestSupport", "CPulseAudio", "CSoundTouch"], swiftSettings: strict),
         // Sample code: a two-way call over UDP through a voice-processing engine and Opus.
         .executableTarget(name: "Intercom", dependencies: ["AVFAudio"], path: "Examples/Intercom", swiftSettings: strict),
-        .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
+        .executableTarget(name: "openavf-demo", dependencies: ["AudioToolbox", "PrivateSoundServer", "AudioSignals"], swiftSettings: strict),
 
         .testTarget(name: "CoreAudioTypesTests", dependencies: ["CoreAudioTypes"], swiftSettings: strict),
         .testTarget(name: "CoreAudioTests", dependencies: ["CoreAudio", "AudioHAL", "AudioToolbox", "AudioTestSupport"], swiftSettings: strict),

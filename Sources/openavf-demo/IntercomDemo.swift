@@ -1,4 +1,5 @@
-import AudioTestSupport
+import AudioSignals
+import PrivateSoundServer
 import Foundation
 
 /// `Scripts/demo intercom`: two `Intercom`s talk over UDP on loopback against a private server.

@@ -2,7 +2,8 @@
 // afrecord, shows the recording's level, plays it back with afplay and prints afinfo of the file,
 // as a voice-memo app would. On a headless machine a private PulseAudio server is started and its
 // microphone carries a phrase spoken by espeak-ng.
-import AudioTestSupport
+import AudioSignals
+import PrivateSoundServer
 import AudioToolbox
 import Foundation
 

@@ -1,5 +1,6 @@
 package import AudioGraph
 public import Foundation
+import PrivateSoundServer
 
 /// The voice-processing measurement set-up (issue 14), shared by tests and the benchmark: two
 /// espeak-ng voices, the far end (what a call plays) and the near end (the local talker), an
@@ -168,6 +169,8 @@ public enum VoiceSignals {
         /// On the server: where the words slipped in the recordings the figures are taken from
         /// (``VoiceUnitCall/lastSlips``, by what was measured).
         package var slips: [String] = []
+
+        package init() {}
     }
 
     private static func run(_ library: VoiceProcessor.Library, rate: Int, stages: VoiceProcessor.Stages, near: [Float], far: [Float]?) throws -> [Float] {
