@@ -1,3 +1,4 @@
+import CoreAudioTypes
 import Synchronization
 
 /// The process's audio environment: the backend, with its device policy, that every queue, audio
@@ -54,6 +55,13 @@ package final class AudioSystem: Sendable {
                 return slot
             }
             guard old !== newValue else { return }
+            // The host clock is the virtual backend's while one is the environment.
+            (old.connectedBackend as? VirtualBackend)?.drivesHostClock = false
+            if let virtual = newValue.connectedBackend as? VirtualBackend {
+                virtual.drivesHostClock = true
+            } else {
+                setVirtualHostTime(nil)
+            }
             // Wakes whoever waits on the old backend's events (the session's event thread).
             old.connectedBackend?.events.raise(.retired)
             for observer in observers.withLock({ $0 }) { observer(old, newValue) }

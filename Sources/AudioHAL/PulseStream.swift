@@ -1,3 +1,4 @@
+import CoreAudioTypes
 internal import CPulseAudio
 import Synchronization
 #if canImport(Glibc)
@@ -479,9 +480,11 @@ final class PulseStream: HALStream, @unchecked Sendable {
     }
 }
 
-/// CLOCK_MONOTONIC in nanoseconds; the host clock of ``HALRenderTime``.
+/// CLOCK_MONOTONIC in nanoseconds; the host clock of ``HALRenderTime`` (on the virtual backend,
+/// its clock).
 @inline(__always)
 package func hostNow() -> UInt64 {
+    if let virtual = currentVirtualHostTime() { return virtual }
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)

@@ -1,3 +1,4 @@
+import CoreAudioTypes
 import Foundation
 import Synchronization
 
@@ -46,8 +47,20 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
         scene = Mutex(Scene(outputs: [device], inputs: [mic], defaultOutput: device.name, defaultInput: mic.name))
     }
 
-    /// The virtual host time: rendered frames converted to nanoseconds at the device rate.
+    /// The virtual host time: rendered frames converted to nanoseconds at the device rate. While
+    /// this backend is the process's audio system it is the host clock (`AudioGetCurrentHostTime`,
+    /// and the library's own reads of it): time stands still between the test's advances.
     package var hostTime: UInt64 { UInt64(Double(frames.load(ordering: .relaxed)) * 1e9 / device.sampleRate) }
+
+    private let hostClock = Atomic<Bool>(false)
+    /// Whether this backend's clock is the host clock (set by ``AudioSystem/current``).
+    var drivesHostClock: Bool {
+        get { hostClock.load(ordering: .acquiring) }
+        set {
+            hostClock.store(newValue, ordering: .releasing)
+            if newValue { setVirtualHostTime(hostTime) }
+        }
+    }
 
     // MARK: Devices
 
@@ -330,7 +343,10 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
             }
             if stream.isOutput { rendered[ObjectIdentifier(stream)] = buffer }
         }
-        if which != .inputs { frames.add(Int64(count), ordering: .relaxed) }
+        if which != .inputs {
+            frames.add(Int64(count), ordering: .relaxed)
+            if drivesHostClock { setVirtualHostTime(hostTime) }
+        }
         return rendered
     }
 }
@@ -369,7 +385,7 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
     package var xrunCount: Int { 0 }
 
     package func currentTime() -> HALRenderTime? {
-        HALRenderTime(sampleTime: position, hostTime: UInt64(Double(position) * 1e9 / format.sampleRate))
+        HALRenderTime(sampleTime: position, hostTime: backend.hostTime)
     }
 
     /// Renders `frames` frames into `output` (silence while corked), as the server thread would.
@@ -383,7 +399,7 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
                 output.update(repeating: 0, count: frames * format.channels)
                 return
             }
-            let produced = source.render(output, frames: frames, time: HALRenderTime(sampleTime: position, hostTime: UInt64(Double(position) * 1e9 / format.sampleRate)))
+            let produced = source.render(output, frames: frames, time: HALRenderTime(sampleTime: position, hostTime: backend.hostTime))
             if produced < frames { (output + produced * format.channels).update(repeating: 0, count: (frames - produced) * format.channels) }
             position += Int64(frames)
             if drainRequested { source.streamDidDrain() }
@@ -393,12 +409,17 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
     func captureFrom(_ input: UnsafePointer<Float>, frames: Int) {
         state.withLock { _ in
             guard let sink, !corked.load(ordering: .relaxed) else { return }
-            sink.capture(input, frames: frames, time: HALRenderTime(sampleTime: position, hostTime: UInt64(Double(position) * 1e9 / format.sampleRate)))
+            sink.capture(input, frames: frames, time: HALRenderTime(sampleTime: position, hostTime: backend.hostTime))
             position += Int64(frames)
         }
     }
 
-    package func setCorked(_ corked: Bool) { self.corked.store(corked, ordering: .relaxed) }
+    /// Corking cancels a drain asked for and not yet done, as ``PulseStream`` does: a drain that
+    /// completed later would tell a stream started again meanwhile that it had played out.
+    package func setCorked(_ corked: Bool) {
+        self.corked.store(corked, ordering: .relaxed)
+        if corked { draining.store(false, ordering: .relaxed) }
+    }
     package func flush() {}
     /// The virtual clock renders every output stream at each advance: nothing to ask.
     package func refill() {}

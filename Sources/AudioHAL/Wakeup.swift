@@ -1,4 +1,5 @@
 import CMonotonicWait
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,6 +9,7 @@ import Glibc
 /// One thread waits (a queue's callback thread); any thread signals.
 package final class Wakeup: @unchecked Sendable {
     private let sem: UnsafeMutablePointer<sem_t>
+    private let signals = Atomic<Int>(0)
 
     package init() {
         sem = .allocate(capacity: 1)
@@ -20,7 +22,14 @@ package final class Wakeup: @unchecked Sendable {
     }
 
     /// Wakes the waiter; real-time safe.
-    package func signal() { sem_post(sem) }
+    package func signal() {
+        signals.add(1, ordering: .releasing)
+        sem_post(sem)
+    }
+
+    /// How many times it has been signalled: a waiter that counts the wakes it has handled is
+    /// idle when the two agree (the virtual backend's tests wait for that).
+    package var signalCount: Int { signals.load(ordering: .acquiring) }
 
     /// Waits until signalled, however long that takes: the waiting thread costs nothing meanwhile.
     package func wait() {

@@ -1,4 +1,6 @@
 package import AudioHAL
+import AudioToolbox
+import Foundation
 
 /// A ``VirtualBackend`` set as this process's audio system until ``restore()``: the deterministic
 /// layer's stand-in for a sound server, whose clock the test advances by hand
@@ -12,6 +14,41 @@ package final class VirtualAudioSystem {
         backend = VirtualBackend(sampleRate: sampleRate, channels: channels)
         previous = AudioSystem.current
         AudioSystem.current = AudioSystem(backend: backend)
+    }
+
+    /// Advances the clock `frames` in steps of `step`, waiting after each step until every audio
+    /// queue's callback thread has done what that step woke it for (the buffers that finished
+    /// came back and were refilled), as a real server's timing gives it time to. Returns what the
+    /// speaker played: every output stream mixed, in stereo (a mono stream on both channels),
+    /// interleaved. Stops early, at a step's end, when `until` holds (checked after each step,
+    /// with the main run loop turned once so that what the library hands to the main queue, a
+    /// player's delegate calls, arrives).
+    package func run(frames: Int, step: Int = 480, until done: (() -> Bool)? = nil) -> [Float] {
+        var speaker: [Float] = []
+        speaker.reserveCapacity(frames * 2)
+        var moved = 0
+        while moved < frames {
+            let n = min(step, frames - moved)
+            var mix = [Float](repeating: 0, count: n * 2)
+            for samples in backend.advance(frames: n).values {
+                let channels = max(1, samples.count / n)
+                for f in 0..<min(n, samples.count / channels) {
+                    mix[f * 2] += samples[f * channels]
+                    mix[f * 2 + 1] += samples[f * channels + min(1, channels - 1)]
+                }
+            }
+            speaker += mix
+            moved += n
+            _ = waitUntilQueueCallbacksIdle()
+            if Thread.isMainThread { _ = RunLoop.main.run(mode: .default, before: Date()) }
+            if let done, done() { break }
+        }
+        return speaker
+    }
+
+    /// The left and right channels of interleaved stereo.
+    package static func channels(_ stereo: [Float]) -> (left: [Float], right: [Float]) {
+        (stride(from: 0, to: stereo.count, by: 2).map { stereo[$0] }, stride(from: 1, to: stereo.count, by: 2).map { stereo[$0] })
     }
 
     /// Puts back the audio system that was current before.

@@ -38,6 +38,8 @@ final class CallbackExecutor: @unchecked Sendable {
     private let resetsInFlight = Atomic<Int>(0)
     /// Broadcast when ``resetsInFlight`` falls to 0.
     private let resetsSettled = NSCondition()
+    /// Wakes the callback thread has handled, to the end of the work each brought.
+    private let handled = Atomic<Int>(0)
 
     /// `wakeup` is the engine's: the server thread signals it when a buffer finishes.
     init(target: CallbackTarget, wakeup: Wakeup) {
@@ -48,6 +50,7 @@ final class CallbackExecutor: @unchecked Sendable {
     /// Starts the callback thread; `onWake` runs on it each time it wakes, before posted work.
     /// Call once.
     func start(name: String, onWake: @escaping @Sendable () -> Void) {
+        Self.live.withLock { $0[ObjectIdentifier(self)] = WeakExecutor(self) }
         // Weak: a Thread keeps its closure as long as it exists, and the executor keeps the thread.
         let thread = Thread { [weak self] in self?.run(name: name, onWake: onWake) }
         thread.name = name
@@ -69,9 +72,14 @@ final class CallbackExecutor: @unchecked Sendable {
                 return w
             }
             for item in work where alive.load(ordering: .acquiring) { item.run() }
+            handled.add(1, ordering: .releasing)
         }
         threadDone.signal()
     }
+
+    /// Whether the callback thread has handled every wake so far (a queue on its own thread; a
+    /// dispatch queue or run loop target is the app's to drain).
+    var isIdle: Bool { handled.load(ordering: .acquiring) >= wakeup.signalCount }
 
     /// Whether the calling thread is the callback thread.
     var isCallbackThread: Bool { Thread.current === thread }
@@ -139,6 +147,7 @@ final class CallbackExecutor: @unchecked Sendable {
     /// Ends the callback thread: no posted work runs after this. Waits for the thread (up to 5 s)
     /// unless called on it.
     func shutDown() {
+        Self.live.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(self)) }
         alive.store(false, ordering: .releasing)
         wakeup.signal()
         if !isCallbackThread { threadDone.wait(timeout: 5) }
@@ -146,4 +155,33 @@ final class CallbackExecutor: @unchecked Sendable {
         // holds the queue, so keeping it would keep the queue alive for ever.
         inbox.withLock { $0.removeAll() }
     }
+}
+
+extension CallbackExecutor {
+    fileprivate struct WeakExecutor: @unchecked Sendable {
+        weak var executor: CallbackExecutor?
+        init(_ executor: CallbackExecutor) { self.executor = executor }
+    }
+
+    /// The callback threads running now.
+    fileprivate static let live = Mutex<[ObjectIdentifier: WeakExecutor]>([:])
+
+    /// Waits until every queue's callback thread has handled every wake so far (the buffers the
+    /// last render finished came back and the app's callbacks refilled them); `false` after
+    /// `timeout` seconds. For the virtual backend's tests: between two advances of its clock, the
+    /// library does what a real server's timing would have given it time for.
+    static func waitUntilAllIdle(timeout: Double) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while !live.withLock({ $0.values.allSatisfy { $0.executor?.isIdle ?? true } }) {
+            if Date() >= deadline { return false }
+            sched_yield()
+        }
+        return true
+    }
+}
+
+/// Waits until every audio queue's callback thread has handled all it was woken for
+/// (``CallbackExecutor/waitUntilAllIdle(timeout:)``); `false` after `timeout` seconds.
+package func waitUntilQueueCallbacksIdle(timeout: Double = 5) -> Bool {
+    CallbackExecutor.waitUntilAllIdle(timeout: timeout)
 }
