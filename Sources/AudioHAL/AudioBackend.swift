@@ -336,6 +336,11 @@ package enum HALVolume {
 package protocol AudioBackend: AnyObject, Sendable {
     /// A short name: `pulse`, `virtual`.
     var name: String { get }
+    /// Makes this backend's clock the host clock (`AudioGetCurrentHostTime`, the library's
+    /// `hostNow()`) while it is the process's audio environment (`on`), or gives it back. A
+    /// server's streams are stamped on the host clock already and do nothing (the default); the
+    /// virtual backend's clock is the one its test advances.
+    func drivesHostClock(_ on: Bool)
     /// Device, policy and connection events of this backend.
     var events: HALEvents { get }
     /// The playback device named `name` (the server's name), or the default one for `nil`.
@@ -410,4 +415,8 @@ package enum DuckLevel: Int, Comparable, CaseIterable, Sendable {
     /// The factor a stream's volume on the server's scale (cubic: amplitude is its cube) is
     /// multiplied by: 0.2 for ``full``.
     package var volumeFactor: Double { self == .full ? 0.2 : pow(10, decibels / 60) }
+}
+
+extension AudioBackend {
+    package func drivesHostClock(_ on: Bool) {}
 }

@@ -55,13 +55,10 @@ package final class AudioSystem: Sendable {
                 return slot
             }
             guard old !== newValue else { return }
-            // The host clock is the virtual backend's while one is the environment.
-            (old.connectedBackend as? VirtualBackend)?.drivesHostClock = false
-            if let virtual = newValue.connectedBackend as? VirtualBackend {
-                virtual.drivesHostClock = true
-            } else {
-                setVirtualHostTime(nil)
-            }
+            // The host clock is the new environment's (a virtual backend's own, or the real one).
+            old.connectedBackend?.drivesHostClock(false)
+            setVirtualHostTime(nil)
+            newValue.connectedBackend?.drivesHostClock(true)
             // Wakes whoever waits on the old backend's events (the session's event thread).
             old.connectedBackend?.events.raise(.retired)
             for observer in observers.withLock({ $0 }) { observer(old, newValue) }

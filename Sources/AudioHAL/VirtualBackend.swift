@@ -52,14 +52,12 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
     /// and the library's own reads of it): time stands still between the test's advances.
     package var hostTime: UInt64 { UInt64(Double(frames.load(ordering: .relaxed)) * 1e9 / device.sampleRate) }
 
+    /// Whether this backend's clock is the host clock (``AudioSystem/current`` says).
     private let hostClock = Atomic<Bool>(false)
-    /// Whether this backend's clock is the host clock (set by ``AudioSystem/current``).
-    var drivesHostClock: Bool {
-        get { hostClock.load(ordering: .acquiring) }
-        set {
-            hostClock.store(newValue, ordering: .releasing)
-            if newValue { setVirtualHostTime(hostTime) }
-        }
+
+    package func drivesHostClock(_ on: Bool) {
+        hostClock.store(on, ordering: .releasing)
+        if on { setVirtualHostTime(hostTime) }
     }
 
     // MARK: Devices
@@ -345,7 +343,7 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
         }
         if which != .inputs {
             frames.add(Int64(count), ordering: .relaxed)
-            if drivesHostClock { setVirtualHostTime(hostTime) }
+            if hostClock.load(ordering: .acquiring) { setVirtualHostTime(hostTime) }
         }
         return rendered
     }
