@@ -79,8 +79,8 @@ let package = Package(
         // A private PulseAudio or PipeWire server started by the project itself, and the tools that
         // play into and capture from it: for the demo, the benchmark and the tests.
         .target(name: "PrivateSoundServer", swiftSettings: strict),
-        // Signal analysis and test signals (speech, noise, echo paths): for the demo, the benchmark
-        // and the tests.
+        // Signal analysis and test signals (speech, noise, synthetic echo): for the demo, the
+        // benchmark and the tests.
         .target(name: "AudioSignals", dependencies: ["PrivateSoundServer", "AudioGraph"], swiftSettings: strict),
         // Test-only rigs (the shared test server, the virtual audio system, calls through a voice
         // unit…); re-exports the two above. Linked by the tests, the benchmark and rtcheck, never

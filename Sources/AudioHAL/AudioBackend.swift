@@ -107,7 +107,8 @@ package struct HALStreamRequest: Sendable {
 public struct HALRenderTime: Sendable {
     /// The frame's index on the stream's timeline (frames written or read since the stream opened).
     public var sampleTime: Int64
-    /// When that frame is heard (output) or was captured (input), in host time (ns, CLOCK_MONOTONIC).
+    /// When that frame is heard (output) or was captured (input), in host time (ns: CLOCK_MONOTONIC,
+    /// or the virtual backend's clock while it is the environment).
     public var hostTime: UInt64
     public init(sampleTime: Int64, hostTime: UInt64) {
         self.sampleTime = sampleTime

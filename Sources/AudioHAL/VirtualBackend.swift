@@ -50,7 +50,11 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
     /// The virtual host time: rendered frames converted to nanoseconds at the device rate. While
     /// this backend is the process's audio system it is the host clock (`AudioGetCurrentHostTime`,
     /// and the library's own reads of it): time stands still between the test's advances.
-    package var hostTime: UInt64 { UInt64(Double(frames.load(ordering: .relaxed)) * 1e9 / device.sampleRate) }
+    package var hostTime: UInt64 { Self.epoch &+ UInt64(Double(frames.load(ordering: .relaxed)) * 1e9 / device.sampleRate) }
+
+    /// The host time of the virtual clock's frame 0: one second, so that no time it gives is 0,
+    /// which some callers read as "not yet".
+    package static let epoch: UInt64 = 1_000_000_000
 
     /// Whether this backend's clock is the host clock (``AudioSystem/current`` says).
     private let hostClock = Atomic<Bool>(false)
@@ -326,20 +330,30 @@ package final class VirtualBackend: AudioBackend, @unchecked Sendable {
     /// that move the outputs.
     @discardableResult
     package func advance(frames count: Int, streams which: Streams = .all) -> [ObjectIdentifier: [Float]] {
-        let streams = lock.withLock { $0 }.filter { which == .all || $0.isOutput == (which == .outputs) }
         var rendered: [ObjectIdentifier: [Float]] = [:]
+        for (stream, samples) in advanceStreams(frames: count, streams: which) { rendered[ObjectIdentifier(stream)] = samples }
+        return rendered
+    }
+
+    /// ``advance(frames:streams:)``, returning each output stream with its samples (its own rate
+    /// and channels: ``VirtualStream/format``).
+    @discardableResult
+    package func advanceStreams(frames count: Int, streams which: Streams = .all) -> [(stream: VirtualStream, samples: [Float])] {
+        let streams = lock.withLock { $0 }.filter { which == .all || $0.isOutput == (which == .outputs) }
+        let now = hostTime
+        var rendered: [(stream: VirtualStream, samples: [Float])] = []
         for stream in streams {
             let n = Int((Double(count) * stream.format.sampleRate / device.sampleRate).rounded())
             var buffer = [Float](repeating: 0, count: n * stream.format.channels)
             buffer.withUnsafeMutableBufferPointer { p in
                 if stream.isOutput {
-                    stream.render(into: p.baseAddress!, frames: n)
+                    stream.render(into: p.baseAddress!, frames: n, at: now)
                 } else {
                     inputSignal?(stream.format, stream.position, p)
-                    stream.captureFrom(p.baseAddress!, frames: n)
+                    stream.captureFrom(p.baseAddress!, frames: n, at: now)
                 }
             }
-            if stream.isOutput { rendered[ObjectIdentifier(stream)] = buffer }
+            if stream.isOutput { rendered.append((stream, buffer)) }
         }
         if which != .inputs {
             frames.add(Int64(count), ordering: .relaxed)
@@ -367,6 +381,10 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
     private let draining = Atomic<Bool>(false)
     /// Frames rendered or captured so far.
     private(set) var position: Int64 = 0
+    /// The host time the next render or capture starts at: the backend's clock for the streams
+    /// its advances move, the stream's own frames for one rendered directly (offline rendering).
+    /// Time passes while corked; ``position`` does not.
+    private let clock: Atomic<UInt64>
 
     init(backend: VirtualBackend, request: HALStreamRequest, device: HALDeviceInfo, source: (HALStreamClient)?, sink: (HALStreamClient)?) {
         self.backend = backend
@@ -377,18 +395,29 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
         self.source = source
         self.sink = sink
         self.corked = Atomic(request.startCorked)
+        self.clock = Atomic(backend.hostTime)
     }
 
     var isOutput: Bool { source != nil }
     package var xrunCount: Int { 0 }
 
     package func currentTime() -> HALRenderTime? {
-        HALRenderTime(sampleTime: position, hostTime: backend.hostTime)
+        HALRenderTime(sampleTime: position, hostTime: clock.load(ordering: .acquiring))
     }
 
-    /// Renders `frames` frames into `output` (silence while corked), as the server thread would.
-    package func render(into output: UnsafeMutablePointer<Float>, frames: Int) {
+    /// The host time of the render or capture that starts at `at` (its own clock when nil), and
+    /// the clock moved past its `frames`.
+    private func stamp(_ at: UInt64?, frames: Int) -> UInt64 {
+        let start = at ?? clock.load(ordering: .relaxed)
+        clock.store(start &+ UInt64(Double(frames) * 1e9 / format.sampleRate), ordering: .releasing)
+        return start
+    }
+
+    /// Renders `frames` frames into `output` (silence while corked), as the server thread would,
+    /// starting at host time `at` (the backend's clock; nil: where the last render ended).
+    package func render(into output: UnsafeMutablePointer<Float>, frames: Int, at: UInt64? = nil) {
         state.withLock { _ in
+            let start = stamp(at, frames: frames)
             // A drain asked for before this render completes with it (one asked for meanwhile,
             // by another thread, waits for the next render: the order stays deterministic).
             let drainRequested = draining.exchange(false, ordering: .relaxed)
@@ -397,26 +426,34 @@ package final class VirtualStream: HALStream, @unchecked Sendable {
                 output.update(repeating: 0, count: frames * format.channels)
                 return
             }
-            let produced = source.render(output, frames: frames, time: HALRenderTime(sampleTime: position, hostTime: backend.hostTime))
+            let produced = source.render(output, frames: frames, time: HALRenderTime(sampleTime: position, hostTime: start))
             if produced < frames { (output + produced * format.channels).update(repeating: 0, count: (frames - produced) * format.channels) }
             position += Int64(frames)
             if drainRequested { source.streamDidDrain() }
         }
     }
 
-    func captureFrom(_ input: UnsafePointer<Float>, frames: Int) {
+    func captureFrom(_ input: UnsafePointer<Float>, frames: Int, at: UInt64? = nil) {
         state.withLock { _ in
+            let start = stamp(at, frames: frames)
             guard let sink, !corked.load(ordering: .relaxed) else { return }
-            sink.capture(input, frames: frames, time: HALRenderTime(sampleTime: position, hostTime: backend.hostTime))
+            sink.capture(input, frames: frames, time: HALRenderTime(sampleTime: position, hostTime: start))
             position += Int64(frames)
         }
     }
 
-    /// Corking cancels a drain asked for and not yet done, as ``PulseStream`` does: a drain that
-    /// completed later would tell a stream started again meanwhile that it had played out.
+    /// Running again cancels a drain still pending, as ``PulseStream`` does: it belongs to the
+    /// previous run, and completing now would tell the new one it had played out.
     package func setCorked(_ corked: Bool) {
-        self.corked.store(corked, ordering: .relaxed)
-        if corked { draining.store(false, ordering: .relaxed) }
+        if corked {
+            self.corked.store(true, ordering: .relaxed)
+        } else {
+            // Under the render's lock: a render meanwhile would keep the drain for later.
+            state.withLock { _ in
+                draining.store(false, ordering: .relaxed)
+                self.corked.store(false, ordering: .relaxed)
+            }
+        }
     }
     package func flush() {}
     /// The virtual clock renders every output stream at each advance: nothing to ask.

@@ -167,7 +167,7 @@ public enum VoiceSignals {
         /// Milliseconds of CPU per second of audio, all stages on.
         package var cpu = 0.0
         /// On the server: where the words slipped in the recordings the figures are taken from
-        /// (``VoiceUnitCall/lastSlips``, by what was measured).
+        /// (`VoiceUnitCall.lastSlips`, by what was measured).
         package var slips: [String] = []
 
         package init() {}

@@ -29,11 +29,18 @@ public enum TestSound {
         lock.lock()
         defer { lock.unlock() }
         if let shared {
-            if try shared.reviveIfUnresponsive() {
-                print("the shared \(shared.kind) server did not answer: killed and started again")
+            do {
+                if try shared.reviveIfUnresponsive() {
+                    print("the shared \(shared.kind) server did not answer: killed and started again")
+                }
+                if shared.kind == .pipewire { shared.restoreDefaults() }
+                return shared
+            } catch {
+                // It could not be started again in its directory: a fresh one below.
+                print("the shared \(shared.kind) server did not answer and did not come back (\(error)): starting a new one")
+                shared.stop()
+                self.shared = nil
             }
-            if shared.kind == .pipewire { shared.restoreDefaults() }
-            return shared
         }
         let server = try PrivatePulseServer(kind: .fromEnvironment)
         server.makeDefaultForThisProcess()

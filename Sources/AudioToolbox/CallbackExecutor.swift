@@ -77,9 +77,13 @@ final class CallbackExecutor: @unchecked Sendable {
         threadDone.signal()
     }
 
-    /// Whether the callback thread has handled every wake so far (a queue on its own thread; a
-    /// dispatch queue or run loop target is the app's to drain).
-    var isIdle: Bool { handled.load(ordering: .acquiring) >= wakeup.signalCount }
+    /// The wakes so far, and whether the callback thread has handled every one (a queue on its own
+    /// thread; a dispatch queue or run loop target is the app's to drain).
+    var wakes: (signalled: Int, idle: Bool) {
+        let done = handled.load(ordering: .acquiring)
+        let signalled = wakeup.signalCount
+        return (signalled, done >= signalled)
+    }
 
     /// Whether the calling thread is the callback thread.
     var isCallbackThread: Bool { Thread.current === thread }
@@ -171,12 +175,26 @@ extension CallbackExecutor {
     /// `timeout` seconds. For the virtual backend's tests: between two advances of its clock, the
     /// library does what a real server's timing would have given it time for.
     static func waitUntilAllIdle(timeout: Double) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        while !live.withLock({ $0.values.allSatisfy { $0.executor?.isIdle ?? true } }) {
-            if Date() >= deadline { return false }
+        let deadline = ProcessInfo.processInfo.systemUptime + timeout
+        /// Every thread idle, and the wakes signalled so far, all threads together.
+        func look() -> (idle: Bool, signalled: Int) {
+            live.withLock { all in
+                all.values.reduce((true, 0)) { sum, weak in
+                    guard let wakes = weak.executor?.wakes else { return sum }
+                    return (sum.0 && wakes.idle, sum.1 + wakes.signalled)
+                }
+            }
+        }
+        // Two looks that agree: one queue's callback can wake another's thread after that thread
+        // was seen idle in the same look.
+        var last = look()
+        while true {
+            let now = look()
+            if last.idle && now.idle && last.signalled == now.signalled { return true }
+            if ProcessInfo.processInfo.systemUptime >= deadline { return false }
+            last = now
             sched_yield()
         }
-        return true
     }
 }
 

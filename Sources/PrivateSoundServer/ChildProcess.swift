@@ -132,17 +132,18 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// Runs `path` to completion and returns its standard output; throws with its standard error
-    /// when it fails, and kills it and throws when it has not ended after `timeout` seconds (a
-    /// client of a server that stopped answering would otherwise hang its caller for good).
-    public static func run(_ path: String, _ arguments: [String], environment: [String: String], scratch: String, timeout: Double = 30) throws -> String {
+    /// when it fails. With a `timeout`, kills it and throws when it has not ended after that many
+    /// seconds (a client of a server that stopped answering would otherwise hang its caller).
+    public static func run(_ path: String, _ arguments: [String], environment: [String: String], scratch: String, timeout: Double? = nil) throws -> String {
         let out = scratch + ".out", err = scratch + ".err"
         defer {
             unlink(out)
             unlink(err)
         }
         let child = try ChildProcess(path, arguments, environment: environment, stdout: .file(out), stderr: .file(err))
-        if !waitUntilOffMainLoop(timeout: timeout, { !child.isRunning }) {
-            child.terminate(SIGKILL, grace: 1)
+        if let timeout, !waitUntilOffMainLoop(timeout: timeout, { !child.isRunning }) {
+            kill(child.pid, SIGKILL)
+            child.wait()
             throw Failure(description: "\(path) \(arguments.joined(separator: " ")) did not end within \(timeout) s")
         }
         let code = child.wait()
@@ -172,9 +173,9 @@ public struct CloseOnExecPipe {
 /// Waits until `condition` holds, polling every millisecond without running any run loop (the caller may
 /// be inside a run-loop callout); `false` after `timeout` seconds.
 private func waitUntilOffMainLoop(timeout: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date(timeIntervalSinceNow: timeout)
+    let deadline = ProcessInfo.processInfo.systemUptime + timeout
     while !condition() {
-        if Date() >= deadline { return false }
+        if ProcessInfo.processInfo.systemUptime >= deadline { return false }
         usleep(1000)
     }
     return true

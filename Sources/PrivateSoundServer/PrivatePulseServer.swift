@@ -125,26 +125,27 @@ public final class PrivatePulseServer: @unchecked Sendable {
         daemons = [try watched(
             [tools[0].1!, "--session", "--address=\(env["DBUS_SESSION_BUS_ADDRESS"]!)", "--nofork", "--nopidfile"], environment: env, log: log("dbus"))]
         guard waitUntil(timeout: timeout, { FileManager.default.fileExists(atPath: dir.appendingPathComponent("bus").path) }) else {
-            stop()
-            throw Failure(description: "the private D-Bus session bus did not come up")
+            throw giveUp("the private D-Bus session bus did not come up", logs: ["dbus"])
         }
-        try writePipeWireSinks(configHome: env["XDG_CONFIG_HOME"]!)
+        do { try writePipeWireSinks(configHome: env["XDG_CONFIG_HOME"]!) } catch { throw giveUp("the null sinks' configuration could not be written: \(error)") }
         daemons.append(try watched([tools[1].1!], environment: env, log: log("pipewire")))
         guard waitUntil(timeout: timeout, { FileManager.default.fileExists(atPath: dir.appendingPathComponent("pipewire-0").path) }) else {
-            stop()
-            throw Failure(description: "the private PipeWire did not come up:\n\((try? String(contentsOfFile: log("pipewire"), encoding: .utf8)) ?? "")")
+            throw giveUp("the private PipeWire did not come up", logs: ["pipewire"])
         }
         daemons.append(try watched([tools[2].1!], environment: env, log: log("wireplumber")))
         pipeWireEnvironment = env
         try launchPipeWirePulse(timeout: timeout)
     }
 
-    /// The last lines of each PipeWire daemon's log, for a failure's description.
-    private func daemonLogs() -> String {
-        ["pipewire", "wireplumber", "pipewire-pulse"].map { name in
+    /// Stops the server and returns a failure saying `what`, with the last lines of the named
+    /// logs (`<name>.log` in ``directory``), read before ``stop()`` removes them.
+    private func giveUp(_ what: String, logs names: [String] = []) -> Failure {
+        let logs = names.map { name in
             let text = (try? String(contentsOf: directory.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
-            return "\(name).log:\n" + text.split(separator: "\n").suffix(15).joined(separator: "\n")
-        }.joined(separator: "\n")
+            return "\(name).log:\n" + text.split(separator: "\n").suffix(20).joined(separator: "\n")
+        }
+        stop()
+        return Failure(description: ([what] + logs).joined(separator: "\n"))
     }
 
     /// The environment PipeWire's daemons run in (set by ``launchPipeWire(timeout:)``).
@@ -189,8 +190,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
         let deadline = Date(timeIntervalSinceNow: timeout)
         while (try? pactl(["info"])) == nil {
             guard Date() < deadline else {
-                stop()
-                throw Failure(description: "the private pipewire-pulse did not come up:\n\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+                throw giveUp("the private pipewire-pulse did not come up", logs: ["pipewire-pulse"])
             }
             usleep(20_000)
         }
@@ -199,16 +199,14 @@ public final class PrivatePulseServer: @unchecked Sendable {
             let sources = (try? self.pactl(["list", "short", "sources"])) ?? ""
             return sources.contains("speaker.monitor") && sources.contains("micfeed.monitor")
         }) else {
-            stop()
-            throw Failure(description: "the private PipeWire's null sinks did not appear\n\(daemonLogs())")
+            throw giveUp("the private PipeWire's null sinks did not appear", logs: ["pipewire", "wireplumber", "pipewire-pulse"])
         }
         // pipewire-pulse keeps the defaults in the session manager's metadata, which may come
         // after the nodes: until it does, setting one fails "Not supported", so each is asked
         // for again until the server takes it.
         for (command, name) in [("set-default-sink", "speaker"), ("set-default-source", "micfeed.monitor")] {
             guard waitUntil(timeout: timeout, { (try? self.pactl([command, name])) != nil }) else {
-                stop()
-                throw Failure(description: "the private PipeWire refused \(command) \(name)")
+                throw giveUp("the private PipeWire refused \(command) \(name)", logs: ["wireplumber", "pipewire-pulse"])
             }
         }
     }
@@ -232,9 +230,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
         let deadline = Date(timeIntervalSinceNow: timeout)
         while (try? pactl(["info"])) == nil {
             guard p.isRunning, Date() < deadline else {
-                stop()
-                let log = (try? String(contentsOf: dir.appendingPathComponent("server.log"), encoding: .utf8)) ?? ""
-                throw Failure(description: "the private PulseAudio server did not come up:\n\(log)")
+                throw giveUp("the private PulseAudio server did not come up", logs: ["server"])
             }
             usleep(20_000)
         }
@@ -431,10 +427,14 @@ public final class PrivatePulseServer: @unchecked Sendable {
         return configured / 1e6
     }
 
-    /// Runs `pactl` against this server and returns its output.
+    /// Runs `pactl` against this server and returns its output; throws after 30 s (a server that
+    /// stopped answering).
     @discardableResult
     public func pactl(_ arguments: [String]) throws -> String {
-        try run("pactl", arguments)
+        guard let path = Self.which("pactl") else { throw Failure(description: "pactl is not installed") }
+        return try ChildProcess.run(
+            path, arguments, environment: environment, scratch: directory.appendingPathComponent("tool-\(UInt32.random(in: 0...UInt32.max))").path,
+            timeout: 30)
     }
 
     /// A `media.role` for a stream that stands in for sound in the room (what the microphone's

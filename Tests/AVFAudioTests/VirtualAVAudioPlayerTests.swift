@@ -21,6 +21,7 @@ final class VirtualAVAudioPlayerTests: XCTestCase {
     }
 
     override func tearDown() {
+        XCTAssertEqual(environment.stalls, 0, "steps after which the player's queue had not refilled")
         environment.restore()
         try? FileManager.default.removeItem(at: dir)
     }

@@ -47,6 +47,7 @@ final class CallbackContextTests: XCTestCase {
         defer { AudioQueueDispose(queue, true) }
         enqueueShortBuffer(queue)
         XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        XCTAssertEqual(probe.count, 0, "no buffer comes back before the clock moves")
         environment.backend.advance(frames: 960)
         let deadline = Date(timeIntervalSinceNow: 5)
         while probe.count == 0 && Date() < deadline { CFRunLoopRunInMode(.defaultMode, 0.05, true) }
@@ -71,6 +72,7 @@ final class CallbackContextTests: XCTestCase {
         defer { AudioQueueDispose(queue, true) }
         enqueueShortBuffer(queue)
         XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        XCTAssertEqual(probe.count, 0, "no buffer comes back before the clock moves")
         environment.backend.advance(frames: 960)
         XCTAssertTrue(waitUntil(timeout: 5) { probe.count == 1 })
         XCTAssertEqual(probe.onQueue, [true])
@@ -83,6 +85,7 @@ final class CallbackContextTests: XCTestCase {
         enqueueShortBuffer(queue)
         enqueueShortBuffer(queue)
         XCTAssertEqual(AudioQueueStart(queue, nil), noErr)
+        XCTAssertEqual(probe.count, 0, "no buffer comes back before the clock moves")
         environment.backend.advance(frames: 1920)
         XCTAssertTrue(waitUntil(timeout: 5) { probe.count == 2 })
         XCTAssertFalse(probe.threads[0] === Thread.current)

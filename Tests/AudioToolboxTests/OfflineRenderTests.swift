@@ -146,6 +146,25 @@ final class OfflineRenderTests: XCTestCase {
         XCTAssertEqual(now.mSampleTime, 576, "the queue timeline counts rendered frames")
     }
 
+    /// Offline, a start at a device sample time is silent until that frame and plays from it: the
+    /// offline stream's clock is its own rendered frames.
+    func testStartAtASampleTimeOffline() throws {
+        let log = Log()
+        let queue = try makeQueue(lpcm(rate: 48000, channels: 1, bits: 32, float: true), log: log)
+        defer { AudioQueueDispose(queue, true) }
+        var format = lpcm(rate: 48000, channels: 1, bits: 32, float: true)
+        XCTAssertEqual(AudioQueueSetOfflineRenderFormat(queue, &format, nil), noErr)
+        XCTAssertEqual(AudioQueueEnqueueBuffer(queue, buffer(queue, [Float](repeating: 0.25, count: 300)), 0, nil), noErr)
+        var at = AudioTimeStamp()
+        at.mSampleTime = 200
+        at.mFlags = .sampleTimeValid
+        XCTAssertEqual(AudioQueueStart(queue, &at), noErr)
+        let rendered = render(queue, frames: 640, chunk: 64)
+        XCTAssertTrue(rendered[0..<200].allSatisfy { $0 == 0 }, "silence before the start time")
+        XCTAssertTrue(rendered[200..<500].allSatisfy { $0 == 0.25 }, "the buffer from frame 200")
+        XCTAssertTrue(rendered[500...].allSatisfy { $0 == 0 })
+    }
+
     func testAsynchronousStopOfflineEndsAfterLastBuffer() throws {
         final class Running: @unchecked Sendable { var values: [UInt32] = [] }
         let log = Log()

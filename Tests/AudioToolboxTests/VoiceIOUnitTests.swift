@@ -33,11 +33,11 @@ final class VoiceIOUnitTests: XCTestCase {
     }
 
     /// Far-end speech only: bypassed, the unit gives the echo; processing, it takes the echo down
-    /// by at least the floor: the median of the far end's seconds 4 to 8. How fast the
-    /// canceller converges is a figure: on a busy machine the server's loopback comes back late
-    /// and moves (80 ms where it is 40 idle), and the canceller first has to find it, which took
-    /// until the fifth second once in a busy soak (`openavf-bench --only voice` measures it; on
-    /// paths without a server's timing, VirtualVoiceIOUnitTests holds it from the second second).
+    /// by at least the floor, the median of the far end's seconds 4 to 8. How fast the canceller
+    /// converges is a figure, not this test's: on a busy machine the server's loopback comes back
+    /// later than idle and moves, and the canceller must find it first (`openavf-bench --only
+    /// voice` measures it; on paths without a server's timing, VirtualVoiceIOUnitTests holds the
+    /// floor from the second second).
     func testTheEchoOfWhatTheUnitPlaysIsCancelled() throws {
         let server = try TestSound.server()
         let path = try AcousticPath(server: server)
@@ -55,7 +55,7 @@ final class VoiceIOUnitTests: XCTestCase {
         XCTAssertGreaterThan(echo, -40, "the echo is too quiet to measure")
         let settled = bySecond.dropFirst(2).filter { !$0.isNaN }.sorted()
         let median = try XCTUnwrap(settled.isEmpty ? nil : settled[settled.count / 2], "no second of speech from the fourth on")
-        XCTAssertGreaterThanOrEqual(median, Self.floor, "echo return loss enhancement, the median second from the fourth on")
+        XCTAssertGreaterThanOrEqual(median, Self.floor, "echo return loss enhancement, the median of seconds 4 to 8")
     }
 
     /// A render callback that runs late once (120 ms: the playback stream runs dry) leaves what
