@@ -188,7 +188,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
         try? FileManager.default.removeItem(at: dir.appendingPathComponent("pulse"))  // a killed one's socket
         daemons.append(try watched([tool], environment: pipeWireEnvironment, log: log))
         let deadline = Date(timeIntervalSinceNow: timeout)
-        while (try? pactl(["info"])) == nil {
+        while !answers(timeout: 5) {
             guard Date() < deadline else {
                 throw giveUp("the private pipewire-pulse did not come up", logs: ["pipewire-pulse"])
             }
@@ -228,7 +228,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
         ], environment: env)
         process = p
         let deadline = Date(timeIntervalSinceNow: timeout)
-        while (try? pactl(["info"])) == nil {
+        while !answers(timeout: 5) {
             guard p.isRunning, Date() < deadline else {
                 throw giveUp("the private PulseAudio server did not come up", logs: ["server"])
             }
@@ -311,13 +311,13 @@ public final class PrivatePulseServer: @unchecked Sendable {
     }
 
     /// Starts pipewire-pulse again after ``crashPulseInterface()``, and the keepers.
-    public func restartPulseInterface(timeout: Double = 10) throws {
+    public func restartPulseInterface(timeout: Double = 30) throws {
         try launchPipeWirePulse(timeout: timeout)
         try startKeepers(timeout: timeout)
     }
 
     /// Starts the daemon again after ``crash()``, in the same directory and on the same socket.
-    public func restart(timeout: Double = 10) throws {
+    public func restart(timeout: Double = 30) throws {
         try launch(timeout: timeout)
     }
 

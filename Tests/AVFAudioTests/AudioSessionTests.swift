@@ -483,6 +483,7 @@ extension AudioSessionServerTests {
     ) throws {
         let old = TonePlayer()
         try old.start()
+        defer { old.stop() }
         let killed = Date()
         crash()
         XCTAssertTrue(waitUntil(timeout: 1) { !lost.all.isEmpty }, "no lost notification within 1 s")
