@@ -17,13 +17,13 @@ public enum SignalAnalysis {
         x.lastIndex { abs($0) > threshold }
     }
 
-    /// The frequency of a steady tone: the median over 100 ms windows (when there are three or
-    /// more) of the frequency from interpolated upward zero crossings. A dropout shifts the phase
-    /// of the window it falls in only, so the tone's pitch is read whatever the server's timing
-    /// did; gaps are ``longestGap(_:threshold:)``'s to judge.
+    /// The frequency of a steady tone: the median over at least three windows of 100 ms (shorter
+    /// for a short tone, down to 20 ms) of the frequency from interpolated upward zero crossings.
+    /// A dropout shifts the phase of the window it falls in only, so the tone's pitch is read
+    /// whatever the server's timing did; gaps are ``longestGap(_:threshold:)``'s to judge.
     public static func frequency(_ x: ArraySlice<Float>, sampleRate: Double) -> Double {
-        let window = Int(sampleRate / 10)
-        guard window > 0, x.count >= 3 * window else { return crossingFrequency(x, sampleRate: sampleRate) }
+        let window = min(Int(sampleRate / 10), x.count / 3)
+        guard window >= Int(sampleRate / 50) else { return crossingFrequency(x, sampleRate: sampleRate) }
         let each = stride(from: x.startIndex, through: x.endIndex - window, by: window).map {
             crossingFrequency(x[$0..<($0 + window)], sampleRate: sampleRate)
         }.sorted()
