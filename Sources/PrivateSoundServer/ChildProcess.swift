@@ -171,7 +171,9 @@ public struct CloseOnExecPipe {
 }
 
 /// Waits until `condition` holds, polling every millisecond without running any run loop (the caller may
-/// be inside a run-loop callout); `false` after `timeout` seconds.
+/// be inside a run-loop callout); `false` after `timeout` seconds. Test fixture only: it polls a
+/// child's exit (`waitpid` with `WNOHANG`), which gives no event to wait on short of a SIGCHLD
+/// handler, and a process-wide handler would take other children's exits from their owners.
 private func waitUntilOffMainLoop(timeout: Double, _ condition: () -> Bool) -> Bool {
     let deadline = ProcessInfo.processInfo.systemUptime + timeout
     while !condition() {

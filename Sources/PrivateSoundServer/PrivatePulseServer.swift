@@ -187,6 +187,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
         let log = dir.appendingPathComponent("pipewire-pulse.log").path
         try? FileManager.default.removeItem(at: dir.appendingPathComponent("pulse"))  // a killed one's socket
         daemons.append(try watched([tool], environment: pipeWireEnvironment, log: log))
+        // Polled: a server that starts says so only by answering a client.
         let deadline = Date(timeIntervalSinceNow: timeout)
         while !answers(timeout: 5) {
             guard Date() < deadline else {
@@ -227,6 +228,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
             "--realtime=yes", "--high-priority=yes",
         ], environment: env)
         process = p
+        // Polled: a server that starts says so only by answering a client.
         let deadline = Date(timeIntervalSinceNow: timeout)
         while !answers(timeout: 5) {
             guard p.isRunning, Date() < deadline else {

@@ -39,6 +39,14 @@ final class VirtualAVAudioPlayerTests: XCTestCase {
         VirtualAudioSystem.channels(environment.run(frames: Int(seconds * 48000)))
     }
 
+    /// A player of `url` whose delegate calls are logged.
+    private func logged(_ url: URL) throws -> (AVAudioPlayer, PlayerDelegateLog) {
+        let player = try AVAudioPlayer(contentsOf: url)
+        let log = PlayerDelegateLog()
+        player.delegate = log
+        return (player, log)
+    }
+
     /// The frames from the first to the last sample above `threshold`.
     private func sounding(_ x: [Float], threshold: Float = 0.05) throws -> ArraySlice<Float> {
         let start = try XCTUnwrap(SignalAnalysis.onset(x, threshold: threshold), "nothing was heard")
@@ -92,9 +100,7 @@ final class VirtualAVAudioPlayerTests: XCTestCase {
     func testSeekWhilePlayingPauseAndStop() throws {
         let url = dir.appendingPathComponent("long.wav")
         try PlayerFixtures.tone(url, seconds: 3)
-        let player = try AVAudioPlayer(contentsOf: url)
-        let log = PlayerDelegateLog()
-        player.delegate = log
+        let (player, log) = try logged(url)
         XCTAssertTrue(player.play())
         var heard = play { player.currentTime >= 0.5 }
         player.currentTime = 2.0
@@ -127,9 +133,7 @@ final class VirtualAVAudioPlayerTests: XCTestCase {
     func testVolumePanAndRate() throws {
         let url = dir.appendingPathComponent("a440.wav")
         try PlayerFixtures.tone(url, seconds: 1)
-        let player = try AVAudioPlayer(contentsOf: url)
-        let log = PlayerDelegateLog()
-        player.delegate = log
+        let (player, log) = try logged(url)
         let mid = { (x: ArraySlice<Float>) in x.dropFirst(4800).dropLast(4800) }
 
         XCTAssertTrue(player.play())
@@ -161,9 +165,7 @@ final class VirtualAVAudioPlayerTests: XCTestCase {
     func testVolumeFadesLinearlyOverTheGivenDuration() throws {
         let url = dir.appendingPathComponent("fade.wav")
         try PlayerFixtures.tone(url, seconds: 2)
-        let player = try AVAudioPlayer(contentsOf: url)
-        let log = PlayerDelegateLog()
-        player.delegate = log
+        let (player, log) = try logged(url)
         XCTAssertTrue(player.play())
         var heard = play { player.currentTime >= 0.5 }.left
         player.setVolume(0, fadeDuration: 0.5)
