@@ -81,8 +81,8 @@ public final class PrivatePulseServer: @unchecked Sendable {
 
     /// A shell that runs a command and ends it when this process is gone, so that a crashed owner
     /// leaves nothing running.
-    private func watched(_ arguments: [String], environment: [String: String], log: String? = nil) throws -> ChildProcess {
-        let script = Self.watchdog(redirect: log.map { " >\($0) 2>&1" } ?? "")
+    private func watched(_ arguments: [String], environment: [String: String], log: String? = nil, appending: Bool = false) throws -> ChildProcess {
+        let script = Self.watchdog(redirect: log.map { " \(appending ? ">>" : ">")\($0) 2>&1" } ?? "")
         return try ChildProcess("/bin/sh", ["-c", script, "watched"] + arguments, environment: environment, ownProcessGroup: true)
     }
 
@@ -180,7 +180,7 @@ public final class PrivatePulseServer: @unchecked Sendable {
     }
 
     /// pipewire-pulse, once it serves and lists the two null sinks' monitors, with the fixture's
-    /// defaults set.
+    /// defaults set (WirePlumber's part, ``sessionSetUp(within:)``).
     private func launchPipeWirePulse(timeout: Double) throws {
         guard let tool = Self.which("pipewire-pulse") else { throw Failure(description: "pipewire-pulse is not installed") }
         let dir = directory
@@ -195,21 +195,38 @@ public final class PrivatePulseServer: @unchecked Sendable {
             }
             usleep(20_000)
         }
-        // The defaults can be set once the server lists the sinks.
-        guard waitUntil(timeout: timeout, {
+        // WirePlumber configures the sinks' ports (their monitors appear then) and keeps the
+        // defaults (until it has them, pipewire-pulse refuses `set-default-sink` as "Not
+        // supported"). After a whole restart on a busy machine, Debian 12's WirePlumber has been
+        // seen to leave the sinks pending for good ("2 pending linkable(s) not activated in 20sec.
+        // This should never happen"). A session manager that has not set both up within 10 s is
+        // started again, as a desktop session restarts a stuck service; three tries at most.
+        var missing = ""
+        for attempt in 1...3 {
+            if attempt > 1, let wirePlumber = Self.which("wireplumber") {
+                _ = daemons[2].terminate(SIGKILL)
+                daemons[2] = try watched([wirePlumber], environment: pipeWireEnvironment, log: dir.appendingPathComponent("wireplumber.log").path, appending: true)
+            }
+            missing = sessionSetUp(within: 10)
+            if missing.isEmpty { return }
+        }
+        throw giveUp("the private PipeWire's session manager did not set up \(missing) in three tries of 10 s", logs: ["pipewire", "wireplumber", "pipewire-pulse"])
+    }
+
+    /// Waits up to `seconds` for the sinks' monitors, then sets the fixture's default sink and
+    /// source; returns what is missing, or "" when all is set up.
+    private func sessionSetUp(within seconds: Double) -> String {
+        let end = Date(timeIntervalSinceNow: seconds)
+        guard waitUntil(timeout: seconds, {
             let sources = (try? self.pactl(["list", "short", "sources"])) ?? ""
             return sources.contains("speaker.monitor") && sources.contains("micfeed.monitor")
-        }) else {
-            throw giveUp("the private PipeWire's null sinks did not appear", logs: ["pipewire", "wireplumber", "pipewire-pulse"])
-        }
-        // pipewire-pulse keeps the defaults in the session manager's metadata, which may come
-        // after the nodes: until it does, setting one fails "Not supported", so each is asked
-        // for again until the server takes it.
+        }) else { return "the null sinks' monitors" }
         for (command, name) in [("set-default-sink", "speaker"), ("set-default-source", "micfeed.monitor")] {
-            guard waitUntil(timeout: timeout, { (try? self.pactl([command, name])) != nil }) else {
-                throw giveUp("the private PipeWire refused \(command) \(name)", logs: ["wireplumber", "pipewire-pulse"])
+            guard waitUntil(timeout: max(end.timeIntervalSinceNow, 0), { (try? self.pactl([command, name])) != nil }) else {
+                return "the default (\(command) \(name) refused)"
             }
         }
+        return ""
     }
 
     private func launchPulseAudio(timeout: Double) throws {
