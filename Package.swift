@@ -117,7 +117,7 @@ let package = Package(
         .testTarget(name: "AudioFileTests", dependencies: ["AudioToolbox", "AudioTestSupport"], swiftSettings: strict),
         // Apple-idiom programs that must compile unchanged: warnings are errors here.
         .testTarget(
-            name: "SourceCompatibilityTests", dependencies: ["AVFoundation", "AudioToolbox", "AudioTestSupport"],
+            name: "SourceCompatibilityTests", dependencies: ["AVFoundation", "AudioToolbox", "AudioHAL", "AudioTestSupport"],
             swiftSettings: [.unsafeFlags(["-warnings-as-errors"])]),
         .testTarget(
             name: "AudioToolboxTests",
