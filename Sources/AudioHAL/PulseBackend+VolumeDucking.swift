@@ -31,18 +31,40 @@ import Glibc
 /// this process set a stream of the same key to, is taken as lowered already, and is put back to
 /// that stream's own volume, so the volume the session manager remembers is the one from before.
 ///
+/// A lowered stream that ends while lowered leaves the session manager remembering the lowered
+/// volume for its key, and every later stream of that key (the next song's stream, say) would
+/// start lowered long after the ducking. So when ducking ends, the server's stream-restore entry
+/// of each such stream (`module-stream-restore.id`; pipewire-pulse hands the entries to
+/// WirePlumber) is set back to the volume the stream had before, unless a stream of that key
+/// plays now (its own volume is then what is remembered). A guard cannot do this: after a
+/// SIGKILL, a stream that ended while lowered stays remembered lowered.
+///
 /// Two processes ducking at once on such a server each lower what they find: a stream the first
 /// lowered, the second lowers again, and each puts back the volume it found. If the second ends
 /// first, the stream is back at its own volume once both have ended. If the first ends first, it
 /// puts the stream back while the second still ducks; the second takes that for a user's choice
 /// and leaves the stream at its own volume from then on.
 struct VolumeDucking: Sendable {
+    /// A stream this process lowered.
+    struct Lowered: Sendable {
+        /// What this process set it to, and the volume it had before.
+        var set: [UInt32]
+        var before: [UInt32]
+        /// The session manager's key for it (``PulseBackend/DuckableStream/key``).
+        var key: String?
+        /// Its stream-restore entry (``PulseBackend/DuckableStream/restore``).
+        var restore: PulseBackend.RestoreEntry?
+    }
+
     /// How far the streams are lowered.
     var level: DuckLevel
     /// The guard's pid and this process's end of the socket pair to it; `nil` where none could be started.
     var guardProcess: (pid: pid_t, fd: Int32)?
-    /// What this process set each lowered stream to, and the volume it had before.
-    var lowered: [UInt32: (set: [UInt32], before: [UInt32], key: String?)] = [:]
+    /// The streams lowered, by index.
+    var lowered: [UInt32: Lowered] = [:]
+    /// Lowered streams that ended while lowered, by stream-restore entry: the entry is set back
+    /// when ducking ends.
+    var endedLowered: [String: Lowered] = [:]
     /// Every stream dealt with while ducking: lowered, or someone else's since.
     var handled: Set<UInt32> = []
 }
@@ -58,6 +80,15 @@ extension PulseBackend {
         /// (the first of WirePlumber's `media.role`, `application.id`, `application.name`,
         /// `media.name`, `node.name`).
         var key: String?
+        /// The server's stream-restore entry for it (`module-stream-restore.id`), where the
+        /// server keeps one.
+        var restore: RestoreEntry?
+    }
+
+    /// A stream-restore entry's name and the channel map its volumes are in.
+    struct RestoreEntry: Sendable {
+        var id: String
+        var map: pa_channel_map
     }
 
     /// Other clients' playback streams that ducking lowers; `nil` when the server did not answer
@@ -80,7 +111,8 @@ extension PulseBackend {
                         }
                         let key = ["media.role", "application.id", "application.name", "media.name", "node.name"].lazy
                             .compactMap { name in properties[name].map { "\(name):\($0)" } }.first
-                        box.value.streams.append(DuckableStream(index: i.index, volumes: volumes, muted: i.mute != 0, key: key))
+                        let restore = properties["module-stream-restore.id"].map { RestoreEntry(id: $0, map: i.channel_map) }
+                        box.value.streams.append(DuckableStream(index: i.index, volumes: volumes, muted: i.mute != 0, key: key, restore: restore))
                     }
                 }
                 if eol != 0 { box.finish() }
@@ -115,7 +147,7 @@ extension PulseBackend {
                     let (_, model) = ducking.lowered.first(where: { $0.key != stream.index && $0.value.key == key && Self.sameVolumes($0.value.set, stream.volumes) })
                 else { return false }
                 guard remember(stream.index, model.before) else { return false }
-                ducking.lowered[stream.index] = (stream.volumes, model.before, key)
+                ducking.lowered[stream.index] = VolumeDucking.Lowered(set: stream.volumes, before: model.before, key: key, restore: stream.restore)
                 return true
             }
             // Streams gone, or set by someone else since, are no longer this process's to put back.
@@ -123,6 +155,7 @@ extension PulseBackend {
                 let now = streams.first { $0.index == index }
                 if let now, Self.sameVolumes(now.volumes, volumes.set) { continue }
                 ducking.lowered[index] = nil
+                if now == nil, let restore = volumes.restore { ducking.endedLowered[restore.id] = volumes }
                 if let now, adopt(now) { continue }
                 if let guardFD { _ = openavf_duck_guard_forget(guardFD, index) }
             }
@@ -148,7 +181,7 @@ extension PulseBackend {
                 guard remember(stream.index, stream.volumes) else { continue }
                 do {
                     try setStreamVolumes(stream.index, set)
-                    ducking.lowered[stream.index] = (set, stream.volumes, stream.key)
+                    ducking.lowered[stream.index] = VolumeDucking.Lowered(set: set, before: stream.volumes, key: stream.key, restore: stream.restore)
                 } catch {
                     // It went meanwhile.
                     if let guardFD { _ = openavf_duck_guard_forget(guardFD, stream.index) }
@@ -159,20 +192,30 @@ extension PulseBackend {
 
     /// Ends ducking by volume (if on): streams gone or set by someone else since are left alone,
     /// the guard puts the others back (and this waits for it to have), or this process does where
-    /// there is no guard or it failed. Without an answer from the server (it went: its streams
-    /// went with it) nothing is put back. Holds the lock throughout, so that a new start waits
-    /// for the end and reads the volumes from before.
+    /// there is no guard or it failed; the stream-restore entries of streams that ended while
+    /// lowered are set back. Without an answer from the server (it went: its streams went with
+    /// it) nothing is put back. Holds the lock throughout, so that a new start waits for the end
+    /// and reads the volumes from before.
     func endVolumeDucking() {
         volumeDucking.withLock { state in
             guard let ducking = state else { return }
             state = nil
             let streams = duckableStreams()
             var back: [UInt32: [UInt32]] = [:]
+            var ended = ducking.endedLowered
             for (index, volumes) in ducking.lowered {
-                if let now = streams?.first(where: { $0.index == index }), Self.sameVolumes(now.volumes, volumes.set) {
+                let now = streams?.first(where: { $0.index == index })
+                if let now, Self.sameVolumes(now.volumes, volumes.set) {
                     back[index] = volumes.before
-                } else if let guardProcess = ducking.guardProcess {
-                    _ = openavf_duck_guard_forget(guardProcess.fd, index)
+                    continue
+                }
+                if streams != nil, now == nil, let restore = volumes.restore { ended[restore.id] = volumes }
+                if let guardProcess = ducking.guardProcess { _ = openavf_duck_guard_forget(guardProcess.fd, index) }
+            }
+            if let streams {
+                for (id, volumes) in ended where !streams.contains(where: { $0.restore?.id == id }) {
+                    guard let restore = volumes.restore else { continue }
+                    try? setRememberedVolumes(restore, volumes.before)
                 }
             }
             if let guardProcess = ducking.guardProcess, openavf_duck_guard_finish(guardProcess.fd, guardProcess.pid) == 0 { return }
@@ -189,13 +232,34 @@ extension PulseBackend {
     /// Sets a playback stream's channel volumes. The corresponding PulseAudio call is
     /// `pa_context_set_sink_input_volume`.
     func setStreamVolumes(_ index: UInt32, _ volumes: [UInt32]) throws(HALError) {
+        var v = Self.channelVolumes(volumes)
+        try perform("set the volume of stream \(index)") { cb, ud in pa_context_set_sink_input_volume(context, index, &v, cb, ud) }
+    }
+
+    /// Sets the volume the server's stream-restore remembers for an entry, which the next stream
+    /// of that entry starts at; streams playing now keep theirs. The corresponding PulseAudio
+    /// call is `pa_ext_stream_restore_write` (pipewire-pulse passes the entry to WirePlumber).
+    func setRememberedVolumes(_ entry: RestoreEntry, _ volumes: [UInt32]) throws(HALError) {
+        guard let name = strdup(entry.id) else { throw HALError(.notSupported, "no memory for \(entry.id)") }
+        defer { free(name) }
+        var info = pa_ext_stream_restore_info()
+        info.name = UnsafePointer(name)
+        info.channel_map = entry.map
+        info.volume = Self.channelVolumes(volumes)
+        try perform("set the remembered volume of \(entry.id)") { cb, ud in
+            pa_ext_stream_restore_write(context, PA_UPDATE_REPLACE, &info, 1, 0, cb, ud)
+        }
+    }
+
+    /// Channel volumes as PulseAudio's `pa_cvolume`.
+    static func channelVolumes(_ volumes: [UInt32]) -> pa_cvolume {
         var v = pa_cvolume()
         v.channels = UInt8(volumes.count)
         withUnsafeMutableBytes(of: &v.values) { raw in
             let values = raw.bindMemory(to: pa_volume_t.self)
             for (n, volume) in volumes.enumerated() { values[n] = volume }
         }
-        try perform("set the volume of stream \(index)") { cb, ud in pa_context_set_sink_input_volume(context, index, &v, cb, ud) }
+        return v
     }
 
     /// Starts the guard for the server this backend is connected to, where it listens on a local

@@ -3,4 +3,5 @@
 #ifndef OPENAVF_CPULSEAUDIO_SHIM_H
 #define OPENAVF_CPULSEAUDIO_SHIM_H
 #include <pulse/pulseaudio.h>
+#include <pulse/ext-stream-restore.h>
 #endif

@@ -85,6 +85,33 @@ final class VoiceDuckingTests: XCTestCase {
         XCTAssertEqual(deflt, full, accuracy: 1.5)
     }
 
+    /// A music stream that ends while the unit ducks it leaves no trace: the next music stream
+    /// starts at the music's own level. PipeWire's session manager remembers a stream's last
+    /// volume by its role and starts the next stream of that role at it; the library sets that
+    /// memory back when ducking ends. Without that, every later song played at −42 dB. Only a
+    /// real server has a session manager that remembers.
+    func testMusicThatEndedWhileDuckedLeavesTheNextMusicAtItsLevel() throws {
+        let server = try TestSound.server()
+        let (music, before) = try music(server, seconds: 20)
+        defer { music.stop() }
+        let call = try VoiceUnitCall(far: [], recordSeconds: 2)
+        defer { call.stop() }
+        XCTAssertEqual(configure(call, advanced: false, .default), noErr)
+        try call.start()
+        XCTAssertTrue(music.settles(at: before + 60 * log10(0.2), timeout: 3), "not ducked while the unit runs")
+        music.player.stop()
+        call.stop()
+        // Started while ducking still ends, it is lowered and then put back: either way it settles
+        // at the music's level.
+        let next = Music(
+            capture: try SignalCapture(server: server, device: "speaker.monitor"),
+            player: try SignalPlayer(
+                server: server, device: "speaker", samples: SignalAnalysis.sine(frequency: 440, sampleRate: 48000, seconds: 5, amplitude: 0.3),
+                sampleRate: 48000, properties: ["media.role": "music"], latencyMsec: 100))
+        defer { next.stop() }
+        XCTAssertTrue(next.settles(at: before, timeout: 3), "the next music stream is not at the music's level: \((try? next.level()) ?? -200) dBFS against \(before)")
+    }
+
     /// Advanced ducking: the music stays up while the call is silent, goes down by the level
     /// while the far end plays (a 1 kHz tone: the detector listens for level, not words), and comes
     /// back up after it.
