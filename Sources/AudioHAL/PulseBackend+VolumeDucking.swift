@@ -237,15 +237,39 @@ extension PulseBackend {
     }
 
     /// Sets the volume the server's stream-restore remembers for an entry, which the next stream
-    /// of that entry starts at; streams playing now keep theirs. The corresponding PulseAudio
-    /// call is `pa_ext_stream_restore_write` (pipewire-pulse passes the entry to WirePlumber).
+    /// of that entry starts at; streams playing now keep theirs. The rest of the entry (its
+    /// device, its mute, its channel map) is written back as the server lists it. pipewire-pulse
+    /// lists none of WirePlumber's entries but takes a write: the entry is then written with the
+    /// stream's channel map, unmuted and with no device, so a device WirePlumber keeps for that
+    /// entry may be forgotten. An entry listed in other channels is left alone. The corresponding
+    /// PulseAudio calls are `pa_ext_stream_restore_read` and `pa_ext_stream_restore_write`.
     func setRememberedVolumes(_ entry: RestoreEntry, _ volumes: [UInt32]) throws(HALError) {
-        guard let name = strdup(entry.id) else { throw HALError(.notSupported, "no memory for \(entry.id)") }
-        defer { free(name) }
+        typealias Listed = (map: pa_channel_map, channels: Int, device: String?, mute: Int32)
+        typealias Query = PulseQuery<(entry: Listed?, complete: Bool), String>
+        let read: (entry: Listed?, complete: Bool) = control.query((nil, false), context: entry.id) { ud in
+            pa_ext_stream_restore_read(context, { _, info, eol, ud in
+                let box = Query.from(ud)
+                if eol == 0, let info = info?.pointee, let name = info.name, String(cString: name) == box.context {
+                    box.value.entry = (info.channel_map, Int(info.volume.channels), info.device.map { String(cString: $0) }, info.mute)
+                }
+                if eol > 0 { box.value.complete = true }
+                if eol != 0 { box.finish() }
+            }, ud)
+        }
+        guard read.complete else { throw HALError(.notSupported, "the server keeps no stream-restore entries") }
+        let listed = read.entry ?? (entry.map, volumes.count, nil, 0)
+        guard listed.channels == volumes.count else { return }
+        let name = strdup(entry.id), device = listed.device.flatMap { strdup($0) }
+        defer {
+            free(name)
+            free(device)
+        }
         var info = pa_ext_stream_restore_info()
         info.name = UnsafePointer(name)
-        info.channel_map = entry.map
+        info.channel_map = listed.map
         info.volume = Self.channelVolumes(volumes)
+        info.device = UnsafePointer(device)
+        info.mute = listed.mute
         try perform("set the remembered volume of \(entry.id)") { cb, ud in
             pa_ext_stream_restore_write(context, PA_UPDATE_REPLACE, &info, 1, 0, cb, ud)
         }
