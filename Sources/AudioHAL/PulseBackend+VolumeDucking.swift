@@ -140,14 +140,17 @@ extension PulseBackend {
                 guard ducking.lowered.count < Int(OPENAVF_DUCK_GUARD_MAX_STREAMS) else { return false }
                 return volumes.withUnsafeBufferPointer { openavf_duck_guard_remember(guardFD, index, UInt8($0.count), $0.baseAddress) } == 0
             }
-            /// Takes a stream at the level a lowered stream of its key was set to as lowered already
-            /// (the session manager gave it that level), to be put back to that stream's volume.
+            /// Takes a stream at the level a lowered stream of its key (playing, or ended while
+            /// lowered: the next song) was set to as lowered already (the session manager gave it
+            /// that level), to be put back to that stream's volume. Putting it back then sets what
+            /// the session manager remembers, so an ended stream it follows needs no writing back.
             func adopt(_ stream: DuckableStream) -> Bool {
-                guard let key = stream.key,
-                    let (_, model) = ducking.lowered.first(where: { $0.key != stream.index && $0.value.key == key && Self.sameVolumes($0.value.set, stream.volumes) })
-                else { return false }
-                guard remember(stream.index, model.before) else { return false }
+                guard let key = stream.key else { return false }
+                let playing = ducking.lowered.first { $0.key != stream.index && $0.value.key == key && Self.sameVolumes($0.value.set, stream.volumes) }?.value
+                let ended = ducking.endedLowered.first { $0.value.key == key && Self.sameVolumes($0.value.set, stream.volumes) }
+                guard let model = playing ?? ended?.value, remember(stream.index, model.before) else { return false }
                 ducking.lowered[stream.index] = VolumeDucking.Lowered(set: stream.volumes, before: model.before, key: key, restore: stream.restore)
+                if playing == nil, let ended { ducking.endedLowered[ended.key] = nil }
                 return true
             }
             // Streams gone, or set by someone else since, are no longer this process's to put back.
@@ -157,6 +160,8 @@ extension PulseBackend {
                 ducking.lowered[index] = nil
                 if now == nil, let restore = volumes.restore { ducking.endedLowered[restore.id] = volumes }
                 if let now, adopt(now) { continue }
+                // Someone else's volume now: what they chose is what is remembered.
+                if let restore = now?.restore { ducking.endedLowered[restore.id] = nil }
                 if let guardFD { _ = openavf_duck_guard_forget(guardFD, index) }
             }
             ducking.handled.formIntersection(streams.map(\.index))
@@ -192,10 +197,11 @@ extension PulseBackend {
 
     /// Ends ducking by volume (if on): streams gone or set by someone else since are left alone,
     /// the guard puts the others back (and this waits for it to have), or this process does where
-    /// there is no guard or it failed; the stream-restore entries of streams that ended while
-    /// lowered are set back. Without an answer from the server (it went: its streams went with
-    /// it) nothing is put back. Holds the lock throughout, so that a new start waits for the end
-    /// and reads the volumes from before.
+    /// there is no guard or it failed. Then the stream-restore entries of streams that ended while
+    /// lowered, or while being put back, are set back, unless a stream of the entry plays.
+    /// Without an answer from the server (it went: its streams went with it) nothing is put back.
+    /// Holds the lock throughout, so that a new start waits for the end and reads the volumes from
+    /// before.
     func endVolumeDucking() {
         volumeDucking.withLock { state in
             guard let ducking = state else { return }
@@ -204,22 +210,43 @@ extension PulseBackend {
             var back: [UInt32: [UInt32]] = [:]
             var ended = ducking.endedLowered
             for (index, volumes) in ducking.lowered {
-                let now = streams?.first(where: { $0.index == index })
+                let now = streams?.first { $0.index == index }
                 if let now, Self.sameVolumes(now.volumes, volumes.set) {
                     back[index] = volumes.before
                     continue
                 }
                 if streams != nil, now == nil, let restore = volumes.restore { ended[restore.id] = volumes }
+                if let restore = now?.restore { ended[restore.id] = nil }
                 if let guardProcess = ducking.guardProcess { _ = openavf_duck_guard_forget(guardProcess.fd, index) }
             }
-            if let streams {
-                for (id, volumes) in ended where !streams.contains(where: { $0.restore?.id == id }) {
-                    guard let restore = volumes.restore else { continue }
-                    try? setRememberedVolumes(restore, volumes.before)
-                }
+            // A stream not dealt with yet, at the level an ended stream of its key was set to, is
+            // that stream's successor that the session manager started lowered (the next song):
+            // it is put back to that stream's volume, which sets what is remembered.
+            var successors: [UInt32: [UInt32]] = [:]
+            for stream in streams ?? [] where ducking.lowered[stream.index] == nil && !ducking.handled.contains(stream.index) {
+                guard let key = stream.key,
+                    let model = ended.first(where: { $0.value.key == key && Self.sameVolumes($0.value.set, stream.volumes) })
+                else { continue }
+                successors[stream.index] = model.value.before
+                ended[model.key] = nil
             }
-            if let guardProcess = ducking.guardProcess, openavf_duck_guard_finish(guardProcess.fd, guardProcess.pid) == 0 { return }
-            for (index, volumes) in back { try? setStreamVolumes(index, volumes) }
+            let guardPutBack = ducking.guardProcess.map { openavf_duck_guard_finish($0.fd, $0.pid) == 0 } ?? false
+            if !guardPutBack {
+                for (index, volumes) in back { try? setStreamVolumes(index, volumes) }
+            }
+            for (index, volumes) in successors { try? setStreamVolumes(index, volumes) }
+            // A stream that ended as it was being put back may have missed it.
+            guard streams != nil, let after = duckableStreams() else { return }
+            for index in back.keys where !after.contains(where: { $0.index == index }) {
+                if let lowered = ducking.lowered[index], let restore = lowered.restore { ended[restore.id] = lowered }
+            }
+            for (index, before) in successors where !after.contains(where: { $0.index == index }) {
+                if let restore = streams?.first(where: { $0.index == index })?.restore { ended[restore.id] = VolumeDucking.Lowered(set: [], before: before, key: nil, restore: restore) }
+            }
+            for (id, volumes) in ended where !after.contains(where: { $0.restore?.id == id }) {
+                guard let restore = volumes.restore else { continue }
+                try? setRememberedVolumes(restore, volumes.before)
+            }
         }
     }
 

@@ -203,9 +203,13 @@ public final class PrivatePulseServer: @unchecked Sendable {
         // started again, as a desktop session restarts a stuck service; three tries at most.
         var missing = ""
         for attempt in 1...3 {
-            if attempt > 1, let wirePlumber = Self.which("wireplumber") {
+            if attempt > 1, daemons.count == 4, let wirePlumber = Self.which("wireplumber") {
                 _ = daemons[2].terminate(SIGKILL)
-                daemons[2] = try watched([wirePlumber], environment: pipeWireEnvironment, log: dir.appendingPathComponent("wireplumber.log").path, appending: true)
+                do {
+                    daemons[2] = try watched([wirePlumber], environment: pipeWireEnvironment, log: dir.appendingPathComponent("wireplumber.log").path, appending: true)
+                } catch {
+                    throw giveUp("WirePlumber could not be started again: \(error)", logs: ["wireplumber"])
+                }
             }
             missing = sessionSetUp(within: 10)
             if missing.isEmpty { return }

@@ -39,13 +39,18 @@ final class VoiceDuckingTests: XCTestCase {
     }
 
     private func music(_ server: PrivatePulseServer, seconds: Double) throws -> (Music, Double) {
+        let music = try song(server, seconds: seconds)
+        XCTAssertTrue(waitUntil(timeout: 3) { (try? music.level()) ?? -200 > -20 }, "the music plays")
+        return (music, try music.level(after: 9600))
+    }
+
+    /// Another client's music stream (role `music`), and its capture, at whatever level it starts.
+    private func song(_ server: PrivatePulseServer, seconds: Double) throws -> Music {
         let capture = try SignalCapture(server: server, device: "speaker.monitor")
         let tone = SignalAnalysis.sine(frequency: 440, sampleRate: 48000, seconds: seconds, amplitude: 0.3)
         let player = try SignalPlayer(
             server: server, device: "speaker", samples: tone, sampleRate: 48000, properties: ["media.role": "music"], latencyMsec: 100)
-        let music = Music(capture: capture, player: player)
-        XCTAssertTrue(waitUntil(timeout: 3) { (try? music.level()) ?? -200 > -20 }, "the music plays")
-        return (music, try music.level(after: 9600))
+        return Music(capture: capture, player: player)
     }
 
     /// Ducked by the configured level for as long as the unit runs, the level changed while it
@@ -103,13 +108,38 @@ final class VoiceDuckingTests: XCTestCase {
         call.stop()
         // Started while ducking still ends, it is lowered and then put back: either way it settles
         // at the music's level.
-        let next = Music(
-            capture: try SignalCapture(server: server, device: "speaker.monitor"),
-            player: try SignalPlayer(
-                server: server, device: "speaker", samples: SignalAnalysis.sine(frequency: 440, sampleRate: 48000, seconds: 5, amplitude: 0.3),
-                sampleRate: 48000, properties: ["media.role": "music"], latencyMsec: 100))
+        let next = try song(server, seconds: 5)
         defer { next.stop() }
         XCTAssertTrue(next.settles(at: before, timeout: 3), "the next music stream is not at the music's level: \((try? next.level()) ?? -200) dBFS against \(before)")
+    }
+
+    /// The next song, started during the call after the ducked one ended, starts at the lowered
+    /// level the session manager remembers, stays ducked with the call, and is back at the
+    /// music's level when the call ends; so is the song after it. Only a real server has a session
+    /// manager that remembers.
+    func testTheNextSongDuringACallComesBackWhenTheCallEnds() throws {
+        let server = try TestSound.server()
+        let (music, before) = try music(server, seconds: 20)
+        defer { music.stop() }
+        let call = try VoiceUnitCall(far: [], recordSeconds: 2)
+        defer { call.stop() }
+        XCTAssertEqual(configure(call, advanced: false, .default), noErr)
+        try call.start()
+        let ducked = before + 60 * log10(0.2)
+        XCTAssertTrue(music.settles(at: ducked, timeout: 3), "not ducked while the unit runs")
+        let streams = { ((try? server.pactl(["list", "short", "sink-inputs"])) ?? "").split(separator: "\n").count }
+        let playing = streams()
+        music.player.stop()
+        XCTAssertTrue(waitUntil(timeout: 5) { streams() == playing - 1 }, "the first song's stream did not end")
+        let next = try song(server, seconds: 10)
+        defer { next.stop() }
+        XCTAssertTrue(next.settles(at: ducked, timeout: 3), "the next song is not ducked with the call: \((try? next.level()) ?? -200) dBFS")
+        call.stop()
+        XCTAssertTrue(next.settles(at: before, timeout: 3), "the next song is not back when the call ends: \((try? next.level()) ?? -200) dBFS")
+        next.player.stop()
+        let third = try song(server, seconds: 5)
+        defer { third.stop() }
+        XCTAssertTrue(third.settles(at: before, timeout: 3), "the song after it does not start at the music's level: \((try? third.level()) ?? -200) dBFS")
     }
 
     /// Advanced ducking: the music stays up while the call is silent, goes down by the level
