@@ -219,34 +219,37 @@ extension PulseBackend {
                 if let restore = now?.restore { ended[restore.id] = nil }
                 if let guardProcess = ducking.guardProcess { _ = openavf_duck_guard_forget(guardProcess.fd, index) }
             }
-            // A stream not dealt with yet, at the level an ended stream of its key was set to, is
-            // that stream's successor that the session manager started lowered (the next song):
-            // it is put back to that stream's volume, which sets what is remembered.
-            var successors: [UInt32: [UInt32]] = [:]
-            for stream in streams ?? [] where ducking.lowered[stream.index] == nil && !ducking.handled.contains(stream.index) {
-                guard let key = stream.key,
-                    let model = ended.first(where: { $0.value.key == key && Self.sameVolumes($0.value.set, stream.volumes) })
-                else { continue }
-                successors[stream.index] = model.value.before
-                ended[model.key] = nil
-            }
             let guardPutBack = ducking.guardProcess.map { openavf_duck_guard_finish($0.fd, $0.pid) == 0 } ?? false
             if !guardPutBack {
                 for (index, volumes) in back { try? setStreamVolumes(index, volumes) }
             }
-            for (index, volumes) in successors { try? setStreamVolumes(index, volumes) }
             // A stream that ended as it was being put back may have missed it.
             guard streams != nil, let after = duckableStreams() else { return }
             for index in back.keys where !after.contains(where: { $0.index == index }) {
                 if let lowered = ducking.lowered[index], let restore = lowered.restore { ended[restore.id] = lowered }
             }
-            for (index, before) in successors where !after.contains(where: { $0.index == index }) {
-                if let restore = streams?.first(where: { $0.index == index })?.restore { ended[restore.id] = VolumeDucking.Lowered(set: [], before: before, key: nil, restore: restore) }
+            guard !ended.isEmpty else { return }
+            // Until an entry is written back, the next stream of its key (the next song) starts at
+            // the remembered lowered level. Such a stream, not dealt with yet and at the level an
+            // ended stream of its key was set to, is that stream's successor: it is put back to
+            // that stream's volume, which sets what is remembered, and the entry needs no writing.
+            // Looked for again after the writing, for a stream that started meanwhile.
+            let models = Array(ended.values)
+            var successors: Set<UInt32> = []
+            func putBackSuccessors(in list: [DuckableStream]) {
+                for stream in list where ducking.lowered[stream.index] == nil && !ducking.handled.contains(stream.index) && !successors.contains(stream.index) {
+                    guard let key = stream.key, let model = models.first(where: { $0.key == key && Self.sameVolumes($0.set, stream.volumes) }) else { continue }
+                    try? setStreamVolumes(stream.index, model.before)
+                    successors.insert(stream.index)
+                    if let restore = model.restore { ended[restore.id] = nil }
+                }
             }
+            putBackSuccessors(in: after)
             for (id, volumes) in ended where !after.contains(where: { $0.restore?.id == id }) {
                 guard let restore = volumes.restore else { continue }
                 try? setRememberedVolumes(restore, volumes.before)
             }
+            if let final = duckableStreams() { putBackSuccessors(in: final) }
         }
     }
 
