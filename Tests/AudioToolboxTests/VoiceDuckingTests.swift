@@ -53,6 +53,24 @@ final class VoiceDuckingTests: XCTestCase {
         return Music(capture: capture, player: player)
     }
 
+    /// Another client's music (20 s), ducked at the default level by a running voice unit's call:
+    /// the music, its level before, the call, and the ducked level. The caller stops both.
+    private func musicDuckedByACall(_ server: PrivatePulseServer) throws -> (Music, Double, VoiceUnitCall, Double) {
+        let (music, before) = try music(server, seconds: 20)
+        let call: VoiceUnitCall
+        do {
+            call = try VoiceUnitCall(far: [], recordSeconds: 2)
+            XCTAssertEqual(configure(call, advanced: false, .default), noErr)
+            try call.start()
+        } catch {
+            music.stop()
+            throw error
+        }
+        let ducked = before + 60 * log10(0.2)
+        XCTAssertTrue(music.settles(at: ducked, timeout: 3), "not ducked while the unit runs")
+        return (music, before, call, ducked)
+    }
+
     /// Ducked by the configured level for as long as the unit runs, the level changed while it
     /// runs, the deepest asker winning while the session ducks too, and the music back when the
     /// unit stops.
@@ -97,13 +115,11 @@ final class VoiceDuckingTests: XCTestCase {
     /// real server has a session manager that remembers.
     func testMusicThatEndedWhileDuckedLeavesTheNextMusicAtItsLevel() throws {
         let server = try TestSound.server()
-        let (music, before) = try music(server, seconds: 20)
-        defer { music.stop() }
-        let call = try VoiceUnitCall(far: [], recordSeconds: 2)
-        defer { call.stop() }
-        XCTAssertEqual(configure(call, advanced: false, .default), noErr)
-        try call.start()
-        XCTAssertTrue(music.settles(at: before + 60 * log10(0.2), timeout: 3), "not ducked while the unit runs")
+        let (music, before, call, _) = try musicDuckedByACall(server)
+        defer {
+            call.stop()
+            music.stop()
+        }
         music.player.stop()
         call.stop()
         // Started while ducking still ends, it is lowered and then put back: either way it settles
@@ -119,14 +135,11 @@ final class VoiceDuckingTests: XCTestCase {
     /// manager that remembers.
     func testTheNextSongDuringACallComesBackWhenTheCallEnds() throws {
         let server = try TestSound.server()
-        let (music, before) = try music(server, seconds: 20)
-        defer { music.stop() }
-        let call = try VoiceUnitCall(far: [], recordSeconds: 2)
-        defer { call.stop() }
-        XCTAssertEqual(configure(call, advanced: false, .default), noErr)
-        try call.start()
-        let ducked = before + 60 * log10(0.2)
-        XCTAssertTrue(music.settles(at: ducked, timeout: 3), "not ducked while the unit runs")
+        let (music, before, call, ducked) = try musicDuckedByACall(server)
+        defer {
+            call.stop()
+            music.stop()
+        }
         let streams = { ((try? server.pactl(["list", "short", "sink-inputs"])) ?? "").split(separator: "\n").count }
         let playing = streams()
         music.player.stop()
